@@ -1,0 +1,303 @@
+// Package kafkatest starts in-process Kafka clusters (franz-go's kfake) for
+// tests and for the worker's embedded demo mode, and offers a comparator that
+// proves two partitions identical offset for offset.
+//
+// Clusters are strict by default: kfake is made to behave like a real broker
+// where the mirror's correctness depends on it (asynchronous transaction
+// markers, LogValidator rejections). See strict.go.
+//
+// The package must not depend on internal/mirrorengine: the comparator is the
+// independent judge of the engine's output.
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// TB is the part of testing.TB this package needs. It keeps the "testing"
+// package out of non-test builds (the worker's demo mode links this package).
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	Logf(format string, args ...any)
+}
+
+// DefaultMarkerDelay is how long strict mode keeps a transaction's markers
+// out of the log after EndTxn succeeded.
+const DefaultMarkerDelay = 20 * time.Millisecond
+
+// Option configures a test cluster.
+type Option func(*config)
+
+type config struct {
+	id          string
+	brokers     int
+	ports       []int
+	dataDir     string
+	lenient     bool
+	aclUser     string
+	aclPassword string
+	markerDelay time.Duration
+
+	// markerGate, when set, holds every deferred marker until it is
+	// closed (tests use it to observe the window deterministically).
+	markerGate <-chan struct{}
+}
+
+// ClusterID sets the cluster id (default: a random "kafkatest-…" id). A
+// cluster restarted from a DataDir keeps the id it was first created with.
+func ClusterID(id string) Option { return func(c *config) { c.id = id } }
+
+// Brokers sets the number of brokers (default 1).
+func Brokers(n int) Option { return func(c *config) { c.brokers = n } }
+
+// Ports pins the brokers' ports on 127.0.0.1; the broker count becomes
+// len(ports).
+func Ports(ports ...int) Option {
+	return func(c *config) { c.ports = append([]int(nil), ports...) }
+}
+
+// DataDir persists the cluster in dir with synchronous writes, so its data
+// survives Close and a later Start with the same dir.
+func DataDir(dir string) Option { return func(c *config) { c.dataDir = dir } }
+
+// Lenient turns strict mode off: kfake's own (synchronous, permissive)
+// behaviour. Meant for benchmarks and for tests about kfake itself.
+func Lenient() Option { return func(c *config) { c.lenient = true } }
+
+// WithACLs enables SASL (SCRAM-SHA-256 and PLAIN) and ACL enforcement with
+// superUser as the only super user. ClientOpts authenticates as superUser.
+func WithACLs(superUser, password string) Option {
+	return func(c *config) { c.aclUser, c.aclPassword = superUser, password }
+}
+
+// MarkerDelay sets how long strict mode keeps transaction markers out of
+// the log after EndTxn succeeded (default DefaultMarkerDelay).
+func MarkerDelay(d time.Duration) Option { return func(c *config) { c.markerDelay = d } }
+
+// Cluster is a running fake Kafka cluster.
+type Cluster struct {
+	fake     *kfake.Cluster
+	cfg      config
+	id       string
+	addrs    []string
+	internal *kgo.Client // admin requests and strict mode's DescribeTransactions
+	strict   *strict     // nil when lenient
+
+	closeOnce sync.Once
+}
+
+// Start starts a cluster. Use New in tests.
+func Start(opts ...Option) (*Cluster, error) {
+	cfg := config{brokers: 1, markerDelay: DefaultMarkerDelay}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.id == "" {
+		cfg.id = randomID()
+	}
+	if cfg.brokers < 1 {
+		return nil, fmt.Errorf("kafkatest: %d brokers", cfg.brokers)
+	}
+	kopts := []kfake.Opt{kfake.ClusterID(cfg.id), kfake.NumBrokers(cfg.brokers)}
+	if len(cfg.ports) > 0 {
+		kopts = append(kopts, kfake.Ports(cfg.ports...))
+	}
+	if cfg.dataDir != "" {
+		kopts = append(kopts, kfake.DataDir(cfg.dataDir), kfake.SyncWrites())
+	}
+	if cfg.aclUser != "" {
+		kopts = append(kopts,
+			kfake.EnableSASL(),
+			kfake.EnableACLs(),
+			kfake.Superuser("SCRAM-SHA-256", cfg.aclUser, cfg.aclPassword),
+			kfake.Superuser("PLAIN", cfg.aclUser, cfg.aclPassword),
+		)
+	}
+	fake, err := kfake.NewCluster(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest: starting kfake: %w", err)
+	}
+	c := &Cluster{fake: fake, cfg: cfg, addrs: fake.ListenAddrs()}
+	c.internal, err = kgo.NewClient(c.ClientOpts()...)
+	if err != nil {
+		fake.Close()
+		return nil, fmt.Errorf("kafkatest: internal client: %w", err)
+	}
+	// A cluster reloaded from a DataDir keeps its stored id, which may not
+	// be cfg.id: ask the cluster. This also proves the listeners answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, c.internal)
+	if err != nil {
+		c.internal.Close()
+		fake.Close()
+		return nil, fmt.Errorf("kafkatest: cluster does not answer: %w", err)
+	}
+	c.id = cfg.id
+	if meta.ClusterID != nil {
+		c.id = *meta.ClusterID
+	}
+	if !cfg.lenient {
+		c.strict, err = newStrict(c)
+		if err != nil {
+			c.internal.Close()
+			fake.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// New starts a cluster that is closed when the test ends; it fails the test
+// if the cluster cannot start, or if strict mode could not deliver a
+// transaction marker it had promised.
+func New(t TB, opts ...Option) *Cluster {
+	t.Helper()
+	c, err := Start(opts...)
+	if err != nil {
+		t.Fatalf("kafkatest.New: %v", err)
+		return nil
+	}
+	t.Cleanup(func() {
+		c.Close()
+		if err := c.strictErr(); err != nil {
+			t.Fatalf("kafkatest: cluster %s: %v", c.id, err)
+		}
+	})
+	return c
+}
+
+// Pair starts a source and a destination cluster with the ids
+// "source-cluster" and "destination-cluster". A DataDir option is split into
+// the subdirectories "source" and "destination". Ports must not be given.
+func Pair(t TB, opts ...Option) (src, dst *Cluster) {
+	t.Helper()
+	var probe config
+	for _, o := range opts {
+		o(&probe)
+	}
+	if len(probe.ports) > 0 {
+		t.Fatalf("kafkatest.Pair: Ports would give both clusters the same ports; start them with New")
+		return nil, nil
+	}
+	side := func(id, sub string) []Option {
+		o := append(append([]Option(nil), opts...), ClusterID(id))
+		if probe.dataDir != "" {
+			o = append(o, DataDir(filepath.Join(probe.dataDir, sub)))
+		}
+		return o
+	}
+	src = New(t, side("source-cluster", "source")...)
+	dst = New(t, side("destination-cluster", "destination")...)
+	return src, dst
+}
+
+// Close delivers the transaction markers strict mode still holds (so a
+// DataDir cluster restarts with them written), then stops the cluster.
+// Close is idempotent.
+func (c *Cluster) Close() {
+	c.closeOnce.Do(func() {
+		if c.strict != nil {
+			c.strict.close()
+		}
+		c.internal.Close()
+		c.fake.Close()
+	})
+}
+
+// Addrs returns "127.0.0.1:port" for every broker.
+func (c *Cluster) Addrs() []string { return append([]string(nil), c.addrs...) }
+
+// ID returns the cluster id as the cluster reports it.
+func (c *Cluster) ID() string { return c.id }
+
+// Fake returns the underlying kfake cluster (ShufflePartitionLeaders,
+// Compact, DeleteRecords, …). Requests made through its admin helpers bypass
+// strict mode.
+func (c *Cluster) Fake() *kfake.Cluster { return c.fake }
+
+// ClientOpts returns options for a client of this cluster: seed brokers,
+// SASL when WithACLs was given, and timeouts that fail fast in tests.
+func (c *Cluster) ClientOpts() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.addrs...),
+		kgo.DialTimeout(5 * time.Second),
+		kgo.RetryTimeout(20 * time.Second),
+		// Everything is local: retry quickly instead of the default
+		// 250ms-2.5s back-off, and refresh metadata soon after a leader
+		// moves.
+		kgo.RetryBackoffFn(func(tries int) time.Duration {
+			d := 10 * time.Millisecond << min(tries, 4)
+			return min(d, 150*time.Millisecond)
+		}),
+		kgo.MetadataMinAge(50 * time.Millisecond),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+	}
+	if c.cfg.aclUser != "" {
+		opts = append(opts, kgo.SASL(scram.Auth{User: c.cfg.aclUser, Pass: c.cfg.aclPassword}.AsSha256Mechanism()))
+	}
+	return opts
+}
+
+// Client returns a client of this cluster (ClientOpts, then opts), closed
+// when the test ends.
+func (c *Cluster) Client(t TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(c.ClientOpts(), opts...)...)
+	if err != nil {
+		t.Fatalf("kafkatest: new client: %v", err)
+		return nil
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Admin returns an admin client of this cluster, closed when the test ends.
+func (c *Cluster) Admin(t TB) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(c.Client(t))
+}
+
+// CreateTopic creates topic with the given partitions and topic configs
+// (nil for none) through the CreateTopics request, as a client would.
+func (c *Cluster) CreateTopic(t TB, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(c.internal).CreateTopic(ctx, partitions, -1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("kafkatest: create topic %q on %s: %v", topic, c.id, err)
+	}
+}
+
+// strictErr returns the markers strict mode failed to deliver, if any.
+func (c *Cluster) strictErr() error {
+	if c.strict == nil {
+		return nil
+	}
+	return errors.Join(c.strict.errors()...)
+}
+
+func randomID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "kafkatest-" + hex.EncodeToString(b[:])
+}
