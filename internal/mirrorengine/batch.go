@@ -56,13 +56,15 @@ func (k batchKind) String() string {
 // offset holes (compaction) and must be re-encoded.
 type rawBatch []byte
 
-func (b rawBatch) baseOffset() int64      { return int64(binary.BigEndian.Uint64(b[offBaseOffset:])) }
-func (b rawBatch) lastOffsetDelta() int32 { return int32(binary.BigEndian.Uint32(b[offLastOffsetDelta:])) }
-func (b rawBatch) lastOffset() int64      { return b.baseOffset() + int64(b.lastOffsetDelta()) }
-func (b rawBatch) attributes() int16      { return int16(binary.BigEndian.Uint16(b[offAttributes:])) }
-func (b rawBatch) producerID() int64      { return int64(binary.BigEndian.Uint64(b[offProducerID:])) }
-func (b rawBatch) recordCount() int32     { return int32(binary.BigEndian.Uint32(b[offRecordCount:])) }
-func (b rawBatch) codec() int16           { return b.attributes() & attrCodecMask }
+func (b rawBatch) baseOffset() int64 { return int64(binary.BigEndian.Uint64(b[offBaseOffset:])) }
+func (b rawBatch) lastOffsetDelta() int32 {
+	return int32(binary.BigEndian.Uint32(b[offLastOffsetDelta:]))
+}
+func (b rawBatch) lastOffset() int64  { return b.baseOffset() + int64(b.lastOffsetDelta()) }
+func (b rawBatch) attributes() int16  { return int16(binary.BigEndian.Uint16(b[offAttributes:])) }
+func (b rawBatch) producerID() int64  { return int64(binary.BigEndian.Uint64(b[offProducerID:])) }
+func (b rawBatch) recordCount() int32 { return int32(binary.BigEndian.Uint32(b[offRecordCount:])) }
+func (b rawBatch) codec() int16       { return b.attributes() & attrCodecMask }
 
 // contiguous reports whether the batch holds a record at every offset of its range. Record
 // offset deltas strictly increase within [0, lastOffsetDelta], so the header alone tells.
@@ -231,14 +233,15 @@ func encodeBatch(spec batchSpec, recs []kmsg.Record) ([]byte, error) {
 	if len(recs) == 0 {
 		return nil, errEmptyBatch
 	}
-	var payload []byte
+	payload := make([]byte, 0, 8*len(recs))
+	var scratch []byte
 	for i := range recs {
 		r := recs[i]
 		r.Length = 0
-		body := r.AppendTo(nil)
-		// AppendTo wrote a zero length varint first; replace it with the body length.
-		_, n := binary.Varint(body)
-		body = body[n:]
+		// AppendTo writes the length first; with Length 0 that is the single byte 0x00,
+		// replaced here by the body's real length.
+		scratch = r.AppendTo(scratch[:0])
+		body := scratch[1:]
 		payload = binary.AppendVarint(payload, int64(len(body)))
 		payload = append(payload, body...)
 	}

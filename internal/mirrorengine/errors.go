@@ -1,0 +1,139 @@
+package mirrorengine
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// OffsetMismatchError means the destination assigned a record (or marker) another offset
+// than the source had: something else wrote to the destination partition, or the
+// destination was changed behind the mirror's back. The partition must stop; writing past
+// it would make the destination silently differ from the source.
+type OffsetMismatchError struct {
+	Topic     string
+	Partition int32
+	Expected  int64 // the source offset
+	Actual    int64 // the offset the destination assigned
+}
+
+func (e *OffsetMismatchError) Error() string {
+	return fmt.Sprintf("destination %s[%d] assigned offset %d where the source has offset %d: another writer or a changed destination log; mirroring of this partition stopped",
+		e.Topic, e.Partition, e.Actual, e.Expected)
+}
+
+// DestinationNotEmptyError is returned at a first start when the destination partition
+// already holds records: mirroring into it would interleave foreign data with the source's.
+type DestinationNotEmptyError struct {
+	Topic     string
+	Partition int32
+	EndOffset int64
+}
+
+func (e *DestinationNotEmptyError) Error() string {
+	return fmt.Sprintf("destination %s[%d] is not empty (end offset %d): a first mirror start needs an empty destination partition",
+		e.Topic, e.Partition, e.EndOffset)
+}
+
+// DestinationAheadError means the destination holds more offsets than the source: the two
+// logs diverged (for example the source topic was truncated or recreated).
+type DestinationAheadError struct {
+	Topic               string
+	Partition           int32
+	DestinationEnd      int64
+	SourceHighWatermark int64
+}
+
+func (e *DestinationAheadError) Error() string {
+	return fmt.Sprintf("destination %s[%d] ends at offset %d, past the source high watermark %d: the logs diverged",
+		e.Topic, e.Partition, e.DestinationEnd, e.SourceHighWatermark)
+}
+
+// UnknownTopicError names a topic missing on one side.
+type UnknownTopicError struct {
+	Cluster string // "source" or "destination"
+	Topic   string
+}
+
+func (e *UnknownTopicError) Error() string {
+	return fmt.Sprintf("topic %q does not exist on the %s cluster", e.Topic, e.Cluster)
+}
+
+// PartitionCountMismatchError means the destination topic cannot hold the source's
+// partitions one to one.
+type PartitionCountMismatchError struct {
+	Topic       string
+	Source      int
+	Destination int
+}
+
+func (e *PartitionCountMismatchError) Error() string {
+	return fmt.Sprintf("topic %q has %d partitions on the source but %d on the destination: partition counts must match",
+		e.Topic, e.Source, e.Destination)
+}
+
+// AuthorizationError wraps a broker's authorization failure with what was attempted.
+type AuthorizationError struct {
+	Cluster string
+	Action  string
+	Err     error
+}
+
+func (e *AuthorizationError) Error() string {
+	return fmt.Sprintf("not authorized on the %s cluster to %s: %v", e.Cluster, e.Action, e.Err)
+}
+
+func (e *AuthorizationError) Unwrap() error { return e.Err }
+
+// retriable reports whether an error is transient (leader moves, coordinator loads,
+// connections dropping) and the step should be tried again after refreshing metadata.
+func retriable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var netErr net.Error
+	switch {
+	case errors.Is(err, kerr.OutOfOrderSequenceNumber),
+		errors.Is(err, kerr.ConcurrentTransactions),
+		errors.Is(err, kerr.UnknownTopicOrPartition), // metadata not yet propagated
+		errors.Is(err, kerr.InvalidTxnState):
+		return true
+	case errors.As(err, &netErr):
+		return true
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	// Dial failures and dropped connections surface as plain errors from kgo.
+	return !isFatal(err)
+}
+
+// isFatal is true for errors that retrying cannot fix.
+func isFatal(err error) bool {
+	var (
+		mismatch *OffsetMismatchError
+		notEmpty *DestinationNotEmptyError
+		ahead    *DestinationAheadError
+		unknown  *UnknownTopicError
+		count    *PartitionCountMismatchError
+		auth     *AuthorizationError
+	)
+	return errors.As(err, &mismatch) || errors.As(err, &notEmpty) || errors.As(err, &ahead) ||
+		errors.As(err, &unknown) || errors.As(err, &count) || errors.As(err, &auth) ||
+		errors.Is(err, errInvariant)
+}
+
+var errInvariant = errors.New("mirror invariant broken")
+
+// authErr turns authorization error codes into an AuthorizationError naming the action.
+func authErr(cluster, action string, err error) error {
+	if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
+		errors.Is(err, kerr.SaslAuthenticationFailed) {
+		return &AuthorizationError{Cluster: cluster, Action: action, Err: err}
+	}
+	return err
+}

@@ -1,0 +1,288 @@
+package mirrorengine
+
+// The I/O edge of the data path: raw Kafka requests over franz-go. Fetch and Produce are
+// sent straight to the partition leader (kgo does not route raw requests by partition);
+// transaction requests go through kgo's coordinator routing.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// cluster is one side of a mirror: a client and the role it plays, for error messages.
+type cluster struct {
+	name string // "source" or "destination"
+	cl   *kgo.Client
+	adm  *kadm.Client
+}
+
+func newCluster(name string, cl *kgo.Client) cluster {
+	return cluster{name: name, cl: cl, adm: kadm.NewClient(cl)}
+}
+
+// topicMeta is what a partition runner needs to address a topic partition.
+type topicMeta struct {
+	id         [16]byte
+	partitions int
+	leader     int32 // leader of the mirrored partition, -1 if none
+}
+
+// metadata asks the cluster (never a cache: leaders move) for a topic's id, partition count
+// and the leader of one partition.
+func (c cluster) metadata(ctx context.Context, topic string, partition int32) (topicMeta, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return topicMeta{}, authErr(c.name, "describe topic "+topic, err)
+	}
+	if len(resp.Topics) != 1 {
+		return topicMeta{}, fmt.Errorf("%s metadata for %q: %d topics in response", c.name, topic, len(resp.Topics))
+	}
+	t := resp.Topics[0]
+	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+		if err == kerr.UnknownTopicOrPartition {
+			return topicMeta{}, &UnknownTopicError{Cluster: c.name, Topic: topic}
+		}
+		return topicMeta{}, authErr(c.name, "describe topic "+topic, err)
+	}
+	meta := topicMeta{id: t.TopicID, partitions: len(t.Partitions), leader: -1}
+	for _, p := range t.Partitions {
+		if p.Partition == partition {
+			meta.leader = p.Leader
+		}
+	}
+	return meta, nil
+}
+
+// fetched is one partition's part of a fetch response.
+type fetched struct {
+	batches          []rawBatch
+	highWatermark    int64
+	lastStableOffset int64
+	logStartOffset   int64
+}
+
+// fetch reads raw batches from the partition leader, read_uncommitted (the mirror needs
+// open-transaction data and markers, up to the high watermark).
+func (c cluster) fetch(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, offset int64, maxBytes int32) (fetched, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 250
+	req.MinBytes = 1
+	req.MaxBytes = maxBytes
+	req.IsolationLevel = 0
+	req.SessionEpoch = -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = partition
+	rp.FetchOffset = offset
+	rp.PartitionMaxBytes = maxBytes
+	rp.CurrentLeaderEpoch = -1
+	rp.LogStartOffset = -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+
+	kresp, err := c.cl.Broker(int(leader)).Request(ctx, req)
+	if err != nil {
+		return fetched{}, err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fetched{}, authErr(c.name, "fetch from "+topic, err)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fetched{}, fmt.Errorf("%s fetch of %s[%d]: unexpected response shape", c.name, topic, partition)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		return fetched{}, authErr(c.name, "fetch from "+topic, err)
+	}
+	batches, err := splitBatches(p.RecordBatches)
+	if err != nil {
+		return fetched{}, fmt.Errorf("%s %s[%d] at offset %d: %w", c.name, topic, partition, offset, err)
+	}
+	return fetched{batches: batches, highWatermark: p.HighWatermark, lastStableOffset: p.LastStableOffset, logStartOffset: p.LogStartOffset}, nil
+}
+
+// produce sends one batch (real Kafka accepts one batch per partition per request) with
+// acks=all to the partition leader and returns the base offset the broker assigned.
+func (c cluster) produce(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, batch []byte, txnID *string) (int64, error) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 30000
+	req.TransactionID = txnID
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = topic, id
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = partition
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+
+	kresp, err := c.cl.Broker(int(leader)).Request(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	resp := kresp.(*kmsg.ProduceResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, fmt.Errorf("%s produce to %s[%d]: unexpected response shape", c.name, topic, partition)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		if p.ErrorMessage != nil {
+			err = fmt.Errorf("%w: %s", err, *p.ErrorMessage)
+		}
+		return 0, authErr(c.name, "write to "+topic, err)
+	}
+	return p.BaseOffset, nil
+}
+
+// offsets returns a partition's log start and high watermark (read_uncommitted end).
+func (c cluster) offsets(ctx context.Context, topic string, partition int32) (start, end int64, err error) {
+	starts, err := c.adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return 0, 0, authErr(c.name, "list offsets of "+topic, err)
+	}
+	ends, err := c.adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return 0, 0, authErr(c.name, "list offsets of "+topic, err)
+	}
+	s, ok1 := starts.Lookup(topic, partition)
+	e, ok2 := ends.Lookup(topic, partition)
+	if !ok1 || !ok2 {
+		return 0, 0, fmt.Errorf("%s %s[%d]: no offsets returned", c.name, topic, partition)
+	}
+	return s.Offset, e.Offset, nil
+}
+
+// deleteRecords moves the partition's log start to offset.
+func (c cluster) deleteRecords(ctx context.Context, topic string, partition int32, offset int64) error {
+	resps, err := c.adm.DeleteRecords(ctx, kadm.Offsets{topic: {partition: {Topic: topic, Partition: partition, At: offset, LeaderEpoch: -1}}})
+	if err == nil {
+		err = resps.Error()
+	}
+	if err != nil {
+		return authErr(c.name, fmt.Sprintf("delete records of %s[%d] below offset %d", topic, partition, offset), err)
+	}
+	return nil
+}
+
+// compacted reports whether the topic's cleanup.policy includes compaction.
+func (c cluster) compacted(ctx context.Context, topic string) (bool, error) {
+	rcs, err := c.adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return false, authErr(c.name, "describe configs of "+topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return false, authErr(c.name, "describe configs of "+topic, err)
+	}
+	for _, cfg := range rc.Configs {
+		if cfg.Key == "cleanup.policy" && cfg.Value != nil {
+			return slices.Contains(strings.Split(*cfg.Value, ","), "compact"), nil
+		}
+	}
+	return false, nil
+}
+
+// initProducerID asks for a producer id: idempotent when txnID is nil, otherwise the
+// transactional id's (fencing any earlier instance of it).
+func (c cluster) initProducerID(ctx context.Context, txnID *string, timeoutMillis int32) (producerIdentity, error) {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID = txnID
+	req.TransactionTimeoutMillis = timeoutMillis
+	req.ProducerID = -1
+	req.ProducerEpoch = -1
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		return producerIdentity{}, authErr(c.name, "initialize a producer id", err)
+	}
+	return producerIdentity{id: resp.ProducerID, epoch: resp.ProducerEpoch}, nil
+}
+
+func (c cluster) addPartitionToTxn(ctx context.Context, txnID string, p producerIdentity, topic string, partition int32) error {
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.TransactionalID = txnID
+	req.ProducerID = p.id
+	req.ProducerEpoch = p.epoch
+	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	rt.Topic = topic
+	rt.Partitions = []int32{partition}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err == nil {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err = kerr.ErrorForCode(p.ErrorCode); err != nil {
+					break
+				}
+			}
+		}
+	}
+	if err != nil {
+		return authErr(c.name, "add "+topic+" to transaction "+txnID, err)
+	}
+	return nil
+}
+
+// endTxn commits or aborts; EndTxn v5+ (KIP-890) bumps the epoch, which is returned.
+func (c cluster) endTxn(ctx context.Context, txnID string, p producerIdentity, commit bool) (producerIdentity, error) {
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID = txnID
+	req.ProducerID = p.id
+	req.ProducerEpoch = p.epoch
+	req.Commit = commit
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		return p, authErr(c.name, "end transaction "+txnID, err)
+	}
+	if resp.Version >= 5 && resp.ProducerID >= 0 {
+		return producerIdentity{id: resp.ProducerID, epoch: resp.ProducerEpoch}, nil
+	}
+	return p, nil
+}
+
+// bumpsEpochPerTxn reports whether the cluster's EndTxn bumps the producer epoch (v5+,
+// KIP-890), which restarts sequences at 0 for every transaction.
+func (c cluster) bumpsEpochPerTxn(ctx context.Context) (bool, error) {
+	versions, err := c.adm.ApiVersions(ctx)
+	if err != nil {
+		return false, err
+	}
+	bumps := false
+	versions.Each(func(v kadm.BrokerApiVersions) {
+		if maxV, ok := v.KeyMaxVersion(int16(kmsg.EndTxn)); ok && maxV >= 5 && v.Err == nil {
+			bumps = true
+		}
+	})
+	return bumps, nil
+}

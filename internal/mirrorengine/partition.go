@@ -1,0 +1,679 @@
+package mirrorengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// PartitionConfig says which partition to mirror and how.
+type PartitionConfig struct {
+	Mirror    string // the cluster mirror's name; part of the destination transactional ids
+	Topic     string
+	Partition int32
+
+	// FirstStart requires the destination partition to be empty. Otherwise (a resume after
+	// a restart, a pause or a crash) mirroring continues from the destination end offset.
+	FirstStart bool
+
+	MaxInFlight        int           // produce requests in flight for non-transactional data; default 5
+	FetchMaxBytes      int32         // default 8 MiB
+	TransactionTimeout time.Duration // of replayed destination transactions; default 15m
+	Logger             *slog.Logger  // default slog.Default()
+}
+
+func (c *PartitionConfig) defaults() {
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 5
+	}
+	if c.FetchMaxBytes <= 0 {
+		c.FetchMaxBytes = 8 << 20
+	}
+	if c.TransactionTimeout <= 0 {
+		c.TransactionTimeout = 15 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Progress is a partition's position, for lag and status reports.
+type Progress struct {
+	SourceLogStart      int64
+	SourceHighWatermark int64
+	DestinationEnd      int64 // the last mirrored offset + 1: every offset below it is on the destination
+}
+
+// Lag is how many source offsets are not on the destination yet.
+func (p Progress) Lag() int64 { return max(0, p.SourceHighWatermark-p.DestinationEnd) }
+
+// PartitionMirror keeps one destination partition identical to its source partition.
+//
+// The destination log is the checkpoint: every session starts from the destination end
+// offset and the transactions the destination coordinator reports as ours, so a crash or a
+// restart at any point neither loses nor doubles a record.
+type PartitionMirror struct {
+	cfg PartitionConfig
+	src cluster
+	dst cluster
+	log *slog.Logger
+
+	mu       sync.Mutex
+	progress Progress
+
+	filler []byte // the full-size filler batch, built once
+}
+
+// NewPartitionMirror returns a mirror of cfg's partition from source to destination.
+func NewPartitionMirror(source, destination *kgo.Client, cfg PartitionConfig) *PartitionMirror {
+	cfg.defaults()
+	return &PartitionMirror{
+		cfg: cfg,
+		src: newCluster("source", source),
+		dst: newCluster("destination", destination),
+		log: cfg.Logger.With("mirror", cfg.Mirror, "topic", cfg.Topic, "partition", cfg.Partition),
+	}
+}
+
+// Progress returns the latest known position.
+func (m *PartitionMirror) Progress() Progress {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.progress
+}
+
+func (m *PartitionMirror) setProgress(fn func(*Progress)) {
+	m.mu.Lock()
+	fn(&m.progress)
+	m.mu.Unlock()
+}
+
+// Run mirrors until ctx is done (returning nil) or a failure that retrying cannot fix, which
+// it returns. Transient failures (leader moves, dropped connections, coordinator loads)
+// restart the session from the destination's state after a jittered back-off.
+func (m *PartitionMirror) Run(ctx context.Context) error {
+	backoff := 20 * time.Millisecond
+	for {
+		err := m.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if isFatal(err) || !retriable(err) {
+			m.log.Error("partition mirror stopped", "error", err)
+			return err
+		}
+		m.log.Warn("partition mirror session failed; retrying", "error", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// session is one run from the destination's state until an error.
+type session struct {
+	m    *PartitionMirror
+	cfg  *PartitionConfig
+	src  topicMeta
+	dst  topicMeta
+	next int64 // the next source offset to copy == the destination end offset once in-flight produces land
+
+	dstLogStart int64
+	alignTo     int64 // a source log start the destination must move to once it reaches it
+	fillerKey   []byte
+
+	idem    producerIdentity
+	txns    map[int64]*replayTxn // by source producer id
+	gap     *replayTxn           // writes lone markers
+	pending []*inflight
+}
+
+// replayTxn is the destination transactional producer replaying one source producer's
+// transactions on this partition.
+type replayTxn struct {
+	id       string
+	producer producerIdentity
+	open     bool
+}
+
+// inflight is a produced batch whose answer has not been checked yet.
+type inflight struct {
+	batch    []byte
+	txnID    *string
+	expected int64 // the base offset the destination must assign
+	end      int64 // offset after the batch
+	started  chan struct{}
+	done     chan error
+}
+
+func (m *PartitionMirror) session(ctx context.Context) (err error) {
+	s := &session{m: m, cfg: &m.cfg, txns: map[int64]*replayTxn{}}
+	defer func() {
+		// Never leave produces running into the next session: it reads the destination end.
+		for _, p := range s.pending {
+			<-p.done
+		}
+	}()
+	if err := s.prepare(ctx); err != nil {
+		return err
+	}
+	m.cfg.FirstStart = false
+	for ctx.Err() == nil {
+		if err := s.step(ctx); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+func (s *session) prepare(ctx context.Context) error {
+	m, cfg := s.m, s.cfg
+	var err error
+	if s.src, err = m.src.metadata(ctx, cfg.Topic, cfg.Partition); err != nil {
+		return err
+	}
+	if s.dst, err = m.dst.metadata(ctx, cfg.Topic, cfg.Partition); err != nil {
+		return err
+	}
+	if s.src.partitions != s.dst.partitions {
+		return &PartitionCountMismatchError{Topic: cfg.Topic, Source: s.src.partitions, Destination: s.dst.partitions}
+	}
+	if int(cfg.Partition) >= s.src.partitions || cfg.Partition < 0 {
+		return fmt.Errorf("%w: partition %d of %q does not exist (%d partitions)", errInvariant, cfg.Partition, cfg.Topic, s.src.partitions)
+	}
+	if s.src.leader < 0 || s.dst.leader < 0 {
+		return kerr.LeaderNotAvailable
+	}
+	compacted, err := m.dst.compacted(ctx, cfg.Topic)
+	if err != nil {
+		return err
+	}
+	if compacted {
+		s.fillerKey = []byte("kafkamirror-filler")
+	}
+	// Transactions first: pending markers must land before the end offset means anything.
+	if err := s.recoverTxns(ctx); err != nil {
+		return err
+	}
+	dstStart, dstEnd, err := m.dst.offsets(ctx, cfg.Topic, cfg.Partition)
+	if err != nil {
+		return err
+	}
+	if cfg.FirstStart && dstEnd > 0 {
+		return &DestinationNotEmptyError{Topic: cfg.Topic, Partition: cfg.Partition, EndOffset: dstEnd}
+	}
+	srcStart, srcEnd, err := m.src.offsets(ctx, cfg.Topic, cfg.Partition)
+	if err != nil {
+		return err
+	}
+	if dstEnd > srcEnd {
+		return &DestinationAheadError{Topic: cfg.Topic, Partition: cfg.Partition, DestinationEnd: dstEnd, SourceHighWatermark: srcEnd}
+	}
+	s.next, s.dstLogStart = dstEnd, dstStart
+	m.setProgress(func(p *Progress) {
+		*p = Progress{SourceLogStart: srcStart, SourceHighWatermark: srcEnd, DestinationEnd: dstEnd}
+	})
+	if s.idem, err = m.dst.initProducerID(ctx, nil, 0); err != nil {
+		return err
+	}
+	m.log.Debug("partition mirror session started", "destination_end", dstEnd, "source_log_start", srcStart, "source_high_watermark", srcEnd)
+	return nil
+}
+
+// txnPrefix is the prefix of every destination transactional id of this partition.
+func (s *session) txnPrefix() string {
+	return fmt.Sprintf("kafkamirror.%s.%s.%d.", s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition)
+}
+
+const gapTxnSuffix = "gap"
+
+// recoverTxns adopts the destination transactions an earlier session left, so that an open
+// replayed transaction continues (re-initializing its id would abort it and write a marker
+// the source does not have).
+func (s *session) recoverTxns(ctx context.Context) error {
+	adm := s.m.dst.adm
+	listed, err := adm.ListTransactions(ctx, nil, nil)
+	if err != nil {
+		return authErr("destination", "list transactions", err)
+	}
+	prefix := s.txnPrefix()
+	var ids []string
+	for id := range listed {
+		if strings.HasPrefix(id, prefix) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	described, err := adm.DescribeTransactions(ctx, ids...)
+	if err != nil {
+		return authErr("destination", "describe transactions", err)
+	}
+	producers, err := adm.DescribeProducers(ctx, kadm.TopicsSet{s.cfg.Topic: {s.cfg.Partition: {}}})
+	if err != nil {
+		return authErr("destination", "describe producers", err)
+	}
+	lastSeq := map[int64]kadm.DescribedProducer{}
+	producers.EachProducer(func(p kadm.DescribedProducer) { lastSeq[p.ProducerID] = p })
+	bumps, err := s.m.dst.bumpsEpochPerTxn(ctx)
+	if err != nil {
+		return err
+	}
+
+	for _, d := range described {
+		if d.Err != nil {
+			return authErr("destination", "describe transaction "+d.TxnID, d.Err)
+		}
+		switch d.State {
+		case "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
+			return fmt.Errorf("transaction %s is completing (%s): %w", d.TxnID, d.State, kerr.ConcurrentTransactions)
+		case "Dead":
+			continue
+		}
+		t := &replayTxn{id: d.TxnID, producer: producerIdentity{id: d.ProducerID, epoch: d.ProducerEpoch}}
+		if _, ok := d.Topics[s.cfg.Topic][s.cfg.Partition]; ok && d.State == "Ongoing" {
+			t.open = true
+		}
+		if p, ok := lastSeq[d.ProducerID]; ok && p.ProducerEpoch == d.ProducerEpoch &&
+			(p.CurrentTxnStartOffset >= 0 || !bumps) {
+			// The producer's sequence continues, unless its epoch was bumped at the last
+			// EndTxn (KIP-890) and it has written nothing on this partition since.
+			t.producer.sequence = nextSequence(p.LastSequence, 1)
+		}
+		suffix := strings.TrimPrefix(d.TxnID, prefix)
+		if suffix == gapTxnSuffix {
+			s.gap = t
+			continue
+		}
+		pid, err := strconv.ParseInt(suffix, 10, 64)
+		if err != nil {
+			continue // not one of ours after all (a topic name sharing the prefix)
+		}
+		s.txns[pid] = t
+	}
+	return nil
+}
+
+// step copies what one fetch returns.
+func (s *session) step(ctx context.Context) error {
+	m, cfg := s.m, s.cfg
+	offset := max(s.next, s.alignTo)
+	f, err := m.src.fetch(ctx, s.src.leader, cfg.Topic, s.src.id, cfg.Partition, offset, cfg.FetchMaxBytes)
+	if errors.Is(err, kerr.OffsetOutOfRange) {
+		return s.outOfRange(ctx, offset)
+	}
+	if err != nil {
+		return err
+	}
+	m.setProgress(func(p *Progress) {
+		p.SourceHighWatermark, p.SourceLogStart = f.highWatermark, f.logStartOffset
+	})
+	for _, b := range f.batches {
+		if b.lastOffset() < s.next {
+			continue
+		}
+		if b.baseOffset() < s.next {
+			return fmt.Errorf("%w: source batch %d-%d starts below the destination end %d", errInvariant, b.baseOffset(), b.lastOffset(), s.next)
+		}
+		if err := s.fill(ctx, b.baseOffset()); err != nil {
+			return err
+		}
+		if err := s.apply(ctx, b); err != nil {
+			return err
+		}
+	}
+	// The tail of the source log was compacted away: no batch covers [next, high watermark).
+	if len(f.batches) == 0 && f.highWatermark > s.next && s.alignTo <= s.next {
+		if err := s.fill(ctx, f.highWatermark); err != nil {
+			return err
+		}
+	}
+	// Pipelining spans one fetch response; its end is where progress becomes visible.
+	if err := s.flush(ctx); err != nil {
+		return err
+	}
+	return s.moveLogStart(ctx, f.logStartOffset)
+}
+
+// outOfRange handles a fetch below the source log start (retention or DeleteRecords moved
+// it past us: align the destination) or above its end (the logs diverged).
+func (s *session) outOfRange(ctx context.Context, offset int64) error {
+	start, end, err := s.m.src.offsets(ctx, s.cfg.Topic, s.cfg.Partition)
+	if err != nil {
+		return err
+	}
+	switch {
+	case offset > end:
+		return &DestinationAheadError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, DestinationEnd: s.next, SourceHighWatermark: end}
+	case offset < start:
+		if s.next > 0 {
+			s.m.log.Warn("source log start moved past the destination end: records were deleted at the source before they were mirrored",
+				"destination_end", s.next, "source_log_start", start)
+		}
+		s.alignTo = start
+		return nil
+	}
+	return kerr.OffsetOutOfRange // raced with a log start change; try again
+}
+
+// moveLogStart propagates the source log start to the destination (DeleteRecords), once the
+// destination holds the offsets up to it.
+func (s *session) moveLogStart(ctx context.Context, srcLogStart int64) error {
+	target := max(srcLogStart, s.alignTo)
+	if target <= s.dstLogStart || target > s.next {
+		return nil
+	}
+	if err := s.m.dst.deleteRecords(ctx, s.cfg.Topic, s.cfg.Partition, target); err != nil {
+		return err
+	}
+	s.dstLogStart = target
+	if s.alignTo <= target {
+		s.alignTo = 0
+	}
+	return nil
+}
+
+// fill brings the destination end to offset `to` where the source has no batch: below a
+// pending log start with filler records (deleted right after), elsewhere with lone abort
+// markers, which consumers of either isolation level never see.
+func (s *session) fill(ctx context.Context, to int64) error {
+	for s.next < to {
+		if s.next < s.alignTo {
+			n := min(to, s.alignTo) - s.next
+			if err := s.sendFiller(ctx, n); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.loneMarker(ctx, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const fillerBatchRecords = 1_000_000
+
+func (s *session) sendFiller(ctx context.Context, n int64) error {
+	for n > 0 {
+		size := int(min(n, fillerBatchRecords))
+		var batch []byte
+		var err error
+		if size == fillerBatchRecords && s.fillerKey == nil && s.m.filler != nil {
+			batch = forwardBatch(s.m.filler, s.idem, false)
+		} else {
+			batch, err = fillerBatch(size, s.fillerKey, time.Now().UnixMilli(), s.idem)
+			if err != nil {
+				return err
+			}
+			if size == fillerBatchRecords && s.fillerKey == nil {
+				s.m.filler = batch
+			}
+		}
+		if err := s.sendIdempotent(ctx, batch, int32(size)); err != nil {
+			return err
+		}
+		n -= int64(size)
+	}
+	return nil
+}
+
+// apply copies one source batch that starts exactly at the destination end.
+func (s *session) apply(ctx context.Context, b rawBatch) error {
+	kind, err := b.kind()
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case kindData:
+		if b.contiguous() {
+			return s.sendIdempotent(ctx, forwardBatch(b, s.idem, false), b.recordCount())
+		}
+		return s.sendRuns(ctx, b, nil)
+	case kindTxnData:
+		t, err := s.txn(ctx, b.producerID())
+		if err != nil {
+			return err
+		}
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+		if !t.open {
+			if err := s.m.dst.addPartitionToTxn(ctx, t.id, t.producer, s.cfg.Topic, s.cfg.Partition); err != nil {
+				return err
+			}
+			t.open = true
+		}
+		if b.contiguous() {
+			return s.sendTxn(ctx, t, forwardBatch(b, t.producer, true), b.recordCount())
+		}
+		return s.sendRuns(ctx, b, t)
+	default:
+		commit := kind == kindCommit
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+		if t := s.txns[b.producerID()]; t != nil && t.open {
+			return s.endTxn(ctx, t, commit)
+		}
+		// No replayed transaction to end (it began below the log start, or the source
+		// holds a lone marker itself): write a lone marker of the same kind.
+		return s.loneMarker(ctx, commit)
+	}
+}
+
+// sendRuns re-encodes a compacted batch run by run, filling the holes between runs.
+func (s *session) sendRuns(ctx context.Context, b rawBatch, t *replayTxn) error {
+	runs, err := b.runs()
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if r.base < s.next {
+			continue // below the log start the destination was aligned to
+		}
+		if err := s.fill(ctx, r.base); err != nil {
+			return err
+		}
+		if t == nil {
+			batch, err := reencodeRun(b, r, s.idem, false)
+			if err == nil {
+				err = s.sendIdempotent(ctx, batch, int32(len(r.records)))
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		batch, err := reencodeRun(b, r, t.producer, true)
+		if err == nil {
+			err = s.sendTxn(ctx, t, batch, int32(len(r.records)))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendIdempotent pipelines a batch produced with the session's idempotent producer id:
+// the broker deduplicates and orders by sequence, so several requests may be in flight.
+func (s *session) sendIdempotent(ctx context.Context, batch []byte, records int32) error {
+	if err := s.send(ctx, batch, records, nil); err != nil {
+		return err
+	}
+	s.idem.sequence = nextSequence(s.idem.sequence, records)
+	return nil
+}
+
+// sendTxn produces a batch inside a replayed transaction and waits for it.
+func (s *session) sendTxn(ctx context.Context, t *replayTxn, batch []byte, records int32) error {
+	if err := s.send(ctx, batch, records, &t.id); err != nil {
+		return err
+	}
+	t.producer.sequence = nextSequence(t.producer.sequence, records)
+	return s.flush(ctx)
+}
+
+func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *string) error {
+	if len(s.pending) >= s.cfg.MaxInFlight {
+		if err := s.awaitOldest(ctx); err != nil {
+			return err
+		}
+	}
+	p := &inflight{batch: batch, txnID: txnID, expected: s.next, end: s.next + int64(records), started: make(chan struct{}), done: make(chan error, 1)}
+	var prev chan struct{}
+	if n := len(s.pending); n > 0 {
+		prev = s.pending[n-1].started
+	}
+	go func() {
+		// Hand the requests to kgo in sequence order: a request overtaking its predecessor
+		// is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and has to be sent again.
+		if prev != nil {
+			<-prev
+		}
+		close(p.started)
+		p.done <- s.produce(ctx, p)
+	}()
+	s.pending = append(s.pending, p)
+	s.next = p.end
+	return nil
+}
+
+// produce sends one in-flight batch and checks the offset the destination assigned.
+func (s *session) produce(ctx context.Context, p *inflight) error {
+	base, err := s.m.dst.produce(ctx, s.dst.leader, s.cfg.Topic, s.dst.id, s.cfg.Partition, p.batch, p.txnID)
+	if err == nil && base != p.expected {
+		err = &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: p.expected, Actual: base}
+	}
+	return err
+}
+
+func (s *session) awaitOldest(ctx context.Context) error {
+	p := s.pending[0]
+	s.pending = s.pending[1:]
+	err := <-p.done
+	if errors.Is(err, kerr.OutOfOrderSequenceNumber) {
+		// Every earlier batch has landed now, so the resend is in order; a duplicate is
+		// answered with its original offset.
+		err = s.produce(ctx, p)
+	}
+	if err != nil {
+		return err
+	}
+	s.m.setProgress(func(pr *Progress) { pr.DestinationEnd = p.end })
+	return nil
+}
+
+// flush waits for every in-flight produce.
+func (s *session) flush(ctx context.Context) error {
+	for len(s.pending) > 0 {
+		if err := s.awaitOldest(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// txn returns the replayed transaction for a source producer id, initializing its
+// destination transactional id on first use.
+func (s *session) txn(ctx context.Context, srcPID int64) (*replayTxn, error) {
+	if t := s.txns[srcPID]; t != nil {
+		return t, nil
+	}
+	t, err := s.initTxn(ctx, s.txnPrefix()+strconv.FormatInt(srcPID, 10))
+	if err != nil {
+		return nil, err
+	}
+	s.txns[srcPID] = t
+	return t, nil
+}
+
+func (s *session) initTxn(ctx context.Context, id string) (*replayTxn, error) {
+	p, err := s.m.dst.initProducerID(ctx, &id, int32(s.cfg.TransactionTimeout.Milliseconds()))
+	if err != nil {
+		return nil, err
+	}
+	return &replayTxn{id: id, producer: p}, nil
+}
+
+// endTxn commits or aborts a replayed transaction; its marker must land at the destination
+// end, exactly where the source has it.
+func (s *session) endTxn(ctx context.Context, t *replayTxn, commit bool) error {
+	at := s.next
+	p, err := s.m.dst.endTxn(ctx, t.id, t.producer, commit)
+	if err != nil {
+		return err
+	}
+	if p.epoch != t.producer.epoch || p.id != t.producer.id {
+		p.sequence = 0 // a new epoch starts its sequences over
+	} else {
+		p.sequence = t.producer.sequence
+	}
+	t.producer, t.open = p, false
+	return s.awaitMarker(ctx, at)
+}
+
+// loneMarker writes one commit or abort marker with no transaction data before it, through
+// an empty transaction of the partition's gap producer.
+func (s *session) loneMarker(ctx context.Context, commit bool) error {
+	if s.gap == nil {
+		t, err := s.initTxn(ctx, s.txnPrefix()+gapTxnSuffix)
+		if err != nil {
+			return err
+		}
+		s.gap = t
+	}
+	if !s.gap.open {
+		if err := s.m.dst.addPartitionToTxn(ctx, s.gap.id, s.gap.producer, s.cfg.Topic, s.cfg.Partition); err != nil {
+			return err
+		}
+		s.gap.open = true
+	}
+	return s.endTxn(ctx, s.gap, commit)
+}
+
+// awaitMarker waits until the marker written at offset `at` is in the destination log: real
+// brokers write markers after EndTxn returns, and anything appended before the marker lands
+// would take its offset.
+func (s *session) awaitMarker(ctx context.Context, at int64) error {
+	wait := time.Millisecond
+	for {
+		_, end, err := s.m.dst.offsets(ctx, s.cfg.Topic, s.cfg.Partition)
+		if err != nil {
+			return err
+		}
+		switch {
+		case end == at+1:
+			s.next = end
+			s.m.setProgress(func(p *Progress) { p.DestinationEnd = end })
+			return nil
+		case end > at+1:
+			return &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: at, Actual: end - 1}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// nextSequence advances a producer sequence by n; sequences wrap to 0 after MaxInt32.
+func nextSequence(seq, n int32) int32 {
+	return int32((int64(seq) + int64(n)) % (1 << 31))
+}

@@ -1,0 +1,495 @@
+package mirrorengine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+const waitIdentical = 60 * time.Second
+
+// mirrorRun is a set of partition mirrors running in the background.
+type mirrorRun struct {
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	errs    map[int32]error
+	mirrors []*PartitionMirror
+}
+
+// startMirror runs one PartitionMirror per partition of topic from src to dst.
+func startMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string, partitions int32, firstStart bool) *mirrorRun {
+	t.Helper()
+	return startMirrorCtx(context.Background(), t, src, dst, topic, partitions, firstStart)
+}
+
+func startMirrorCtx(parent context.Context, t *testing.T, src, dst *kafkatest.Cluster, topic string, partitions int32, firstStart bool) *mirrorRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(parent)
+	r := &mirrorRun{cancel: cancel, errs: map[int32]error{}}
+	sc, dc := src.Client(t), dst.Client(t)
+	for p := range partitions {
+		m := NewPartitionMirror(sc, dc, PartitionConfig{Mirror: "m1", Topic: topic, Partition: p, FirstStart: firstStart})
+		r.mirrors = append(r.mirrors, m)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			err := m.Run(ctx)
+			r.mu.Lock()
+			r.errs[p] = err
+			r.mu.Unlock()
+		}()
+	}
+	t.Cleanup(r.stopQuietly)
+	return r
+}
+
+func (r *mirrorRun) stopQuietly() { r.cancel(); r.wg.Wait() }
+
+// stop ends the mirrors and fails the test if any of them stopped with an error.
+func (r *mirrorRun) stop(t *testing.T) {
+	t.Helper()
+	r.stopQuietly()
+	for p, err := range r.errs {
+		if err != nil {
+			t.Fatalf("partition %d mirror failed: %v", p, err)
+		}
+	}
+}
+
+// waitErr waits for the mirror of partition p to stop on its own and returns its error.
+func (r *mirrorRun) waitErr(t *testing.T, p int32) error {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		err, done := r.errs[p]
+		r.mu.Unlock()
+		if done {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("partition %d mirror did not stop", p)
+	return nil
+}
+
+func produceSync(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
+	t.Helper()
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// records makes n records for partition p with keys, values, headers and (deliberately
+// non-monotonic) timestamps that the destination must keep.
+func records(topic string, p int32, n int, tag string) []*kgo.Record {
+	base := time.Now().Add(-time.Hour)
+	out := make([]*kgo.Record, n)
+	for i := range out {
+		out[i] = &kgo.Record{
+			Topic:     topic,
+			Partition: p,
+			Key:       []byte(fmt.Sprintf("%s-key-%d", tag, i%17)),
+			Value:     bytes.Repeat([]byte(fmt.Sprintf("%s-value-%d;", tag, i)), 1+i%5),
+			Headers:   []kgo.RecordHeader{{Key: "i", Value: []byte(strconv.Itoa(i))}},
+			Timestamp: base.Add(time.Duration((i*7919)%1000) * time.Millisecond),
+		}
+	}
+	return out
+}
+
+func manualProducer(t *testing.T, c *kafkatest.Cluster, opts ...kgo.Opt) *kgo.Client {
+	return c.Client(t, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5 * time.Millisecond)}, opts...)...)
+}
+
+func TestMirrorPlainRecords(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "plain", 2, nil)
+	dst.CreateTopic(t, "plain", 2, nil)
+	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	produceSync(t, prod, records("plain", 0, 500, "a")...)
+	produceSync(t, prod, records("plain", 1, 300, "b")...)
+
+	run := startMirror(t, src, dst, "plain", 2, true)
+	kafkatest.WaitIdentical(t, src, dst, "plain", waitIdentical)
+
+	// Mirroring is continuous: later records follow.
+	produceSync(t, prod, records("plain", 1, 200, "c")...)
+	kafkatest.WaitIdentical(t, src, dst, "plain", waitIdentical)
+	if p := run.mirrors[1].Progress(); p.Lag() != 0 || p.DestinationEnd != 500 {
+		t.Fatalf("progress %+v, want destination end 500 and no lag", p)
+	}
+	run.stop(t)
+}
+
+func TestMirrorCompressedBatchesAreNotRecompressed(t *testing.T) {
+	for _, codec := range []kgo.CompressionCodec{kgo.ZstdCompression(), kgo.Lz4Compression()} {
+		src, dst := kafkatest.Pair(t)
+		src.CreateTopic(t, "compressed", 1, nil)
+		dst.CreateTopic(t, "compressed", 1, nil)
+		prod := manualProducer(t, src, kgo.ProducerBatchCompression(codec))
+		for i := range 10 {
+			produceSync(t, prod, records("compressed", 0, 200, fmt.Sprint("z", i))...)
+		}
+
+		run := startMirror(t, src, dst, "compressed", 1, true)
+		kafkatest.WaitIdentical(t, src, dst, "compressed", waitIdentical)
+		run.stop(t)
+
+		srcBatches := rawBatches(t, src, "compressed", 0)
+		dstBatches := rawBatches(t, dst, "compressed", 0)
+		if len(srcBatches) < 2 || len(srcBatches) != len(dstBatches) {
+			t.Fatalf("%d source batches, %d destination batches", len(srcBatches), len(dstBatches))
+		}
+		for i := range srcBatches {
+			s, d := srcBatches[i], dstBatches[i]
+			if s.codec() == 0 || d.codec() != s.codec() {
+				t.Fatalf("batch %d: source codec %d, destination codec %d", i, s.codec(), d.codec())
+			}
+			if !bytes.Equal(s[batchHeaderLen:], d[batchHeaderLen:]) {
+				t.Fatalf("batch %d: destination payload differs from the source's compressed bytes", i)
+			}
+		}
+	}
+}
+
+// rawBatches reads a whole partition's batches as stored.
+func rawBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int32) []rawBatch {
+	t.Helper()
+	ctx := context.Background()
+	cl := newCluster("test", c.Client(t))
+	meta, err := cl.metadata(ctx, topic, partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, end, err := cl.offsets(ctx, topic, partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []rawBatch
+	for off := start; off < end; {
+		f, err := cl.fetch(ctx, meta.leader, topic, meta.id, partition, off, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range f.batches {
+			if b.lastOffset() >= off {
+				out = append(out, b)
+				off = b.lastOffset() + 1
+			}
+		}
+	}
+	return out
+}
+
+func TestMirrorManyRecordsAcrossEightPartitions(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "many", 8, nil)
+	dst.CreateTopic(t, "many", 8, nil)
+	prod := src.Client(t, kgo.ProducerLinger(20*time.Millisecond), kgo.ProducerBatchCompression(kgo.SnappyCompression(), kgo.NoCompression()))
+
+	const total = 120_000
+	recs := make([]*kgo.Record, 0, total)
+	for i := range total {
+		recs = append(recs, &kgo.Record{Topic: "many", Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf("value-%08d", i))})
+	}
+	// Produce half before and half while mirroring.
+	produceSync(t, prod, recs[:total/2]...)
+	run := startMirror(t, src, dst, "many", 8, true)
+	produceSync(t, prod, recs[total/2:]...)
+	kafkatest.WaitIdentical(t, src, dst, "many", 2*waitIdentical)
+	run.stop(t)
+}
+
+func TestMirrorSourceWithLogStartAhead(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "advanced", 1, nil)
+	dst.CreateTopic(t, "advanced", 1, nil)
+	const logStart = 10_000_000
+	advanceSource(t, src, "advanced", logStart)
+	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	produceSync(t, prod, records("advanced", 0, 300, "x")...)
+
+	run := startMirror(t, src, dst, "advanced", 1, true)
+	kafkatest.WaitIdentical(t, src, dst, "advanced", waitIdentical)
+
+	// Later source log start moves are propagated.
+	if _, err := src.Admin(t).DeleteRecords(context.Background(), kadm.Offsets{"advanced": {0: {Topic: "advanced", At: logStart + 120, LeaderEpoch: -1}}}); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, prod, records("advanced", 0, 10, "y")...)
+	kafkatest.WaitIdentical(t, src, dst, "advanced", waitIdentical)
+	run.stop(t)
+}
+
+// advanceSource moves an empty source partition's log start to n with filler and
+// DeleteRecords, the way a long-lived topic with retention looks.
+func advanceSource(t *testing.T, c *kafkatest.Cluster, topic string, n int64) {
+	t.Helper()
+	ctx := context.Background()
+	cl := newCluster("source", c.Client(t))
+	meta, err := cl.metadata(ctx, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := map[int64][]byte{}
+	for written := int64(0); written < n; {
+		size := min(n-written, fillerBatchRecords)
+		if batches[size] == nil {
+			b, err := fillerBatch(int(size), nil, time.Now().UnixMilli(), producerIdentity{id: -1, epoch: -1, sequence: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			batches[size] = b
+		}
+		if _, err := cl.produce(ctx, meta.leader, topic, meta.id, 0, batches[size], nil); err != nil {
+			t.Fatal(err)
+		}
+		written += size
+	}
+	if err := cl.deleteRecords(ctx, topic, 0, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMirrorCompactedSourceWithHoles(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	src.CreateTopic(t, "compacted", 1, compact)
+	dst.CreateTopic(t, "compacted", 1, compact)
+	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	// Keys overwritten across and inside batches, so compaction leaves holes in batches.
+	for round := range 5 {
+		var recs []*kgo.Record
+		for i := range 40 {
+			recs = append(recs, &kgo.Record{Topic: "compacted", Key: []byte(fmt.Sprintf("k%d", (i*round)%13)), Value: []byte(fmt.Sprintf("r%d-%d", round, i))})
+		}
+		produceSync(t, prod, recs...)
+	}
+	src.Fake().Compact()
+	holes := false
+	for _, b := range rawBatches(t, src, "compacted", 0) {
+		holes = holes || !b.contiguous()
+	}
+	if !holes {
+		t.Fatal("compaction left no batch with holes; the scenario does not test what it should")
+	}
+	produceSync(t, prod, records("compacted", 0, 20, "after")...)
+
+	run := startMirror(t, src, dst, "compacted", 1, true)
+	kafkatest.WaitIdentical(t, src, dst, "compacted", waitIdentical)
+	run.stop(t)
+}
+
+func TestMirrorInterleavedTransactions(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "txns", 1, nil)
+	dst.CreateTopic(t, "txns", 1, nil)
+	plain := manualProducer(t, src)
+	var txn [3]*kgo.Client
+	for i := range txn {
+		txn[i] = manualProducer(t, src, kgo.TransactionalID(fmt.Sprintf("app-%d", i)))
+	}
+	ctx := context.Background()
+	begin := func(i int) {
+		if err := txn[i].BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := func(i int, commit kgo.TransactionEndTry) {
+		if err := txn[i].EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(i int, tag string) { produceSync(t, txn[i], records("txns", 0, 3, tag)...) }
+
+	produceSync(t, plain, records("txns", 0, 5, "plain1")...)
+	begin(0)
+	begin(1)
+	begin(2)
+	write(0, "t0a")
+	write(1, "t1a")
+	write(2, "t2a")
+	produceSync(t, plain, records("txns", 0, 2, "plain2")...)
+	write(0, "t0b")
+	end(0, kgo.TryCommit)
+	write(1, "t1b")
+	end(1, kgo.TryAbort)
+	write(2, "t2b") // producer 2 stays open
+	begin(0)
+	write(0, "t0c")
+	end(0, kgo.TryAbort)
+
+	run := startMirror(t, src, dst, "txns", 1, true)
+	kafkatest.WaitIdentical(t, src, dst, "txns", waitIdentical)
+
+	// The open transaction is committed later; the mirror follows.
+	write(2, "t2c")
+	end(2, kgo.TryCommit)
+	produceSync(t, plain, records("txns", 0, 3, "plain3")...)
+	kafkatest.WaitIdentical(t, src, dst, "txns", waitIdentical)
+	run.stop(t)
+}
+
+func TestMirrorFollowsSourceLeaderChange(t *testing.T) {
+	src := kafkatest.New(t, kafkatest.ClusterID("source-cluster"), kafkatest.Brokers(3))
+	dst := kafkatest.New(t, kafkatest.ClusterID("destination-cluster"), kafkatest.Brokers(3))
+	src.CreateTopic(t, "moving", 3, nil)
+	dst.CreateTopic(t, "moving", 3, nil)
+	prod := manualProducer(t, src)
+	for p := range int32(3) {
+		produceSync(t, prod, records("moving", p, 200, "before")...)
+	}
+	run := startMirror(t, src, dst, "moving", 3, true)
+	kafkatest.WaitIdentical(t, src, dst, "moving", waitIdentical)
+
+	for i := range 3 {
+		src.Fake().ShufflePartitionLeaders()
+		dst.Fake().ShufflePartitionLeaders()
+		for p := range int32(3) {
+			produceSync(t, prod, records("moving", p, 100, fmt.Sprintf("after%d", i))...)
+		}
+	}
+	kafkatest.WaitIdentical(t, src, dst, "moving", waitIdentical)
+	run.stop(t)
+}
+
+// The mirror is killed at random points while it copies plain and transactional data, and
+// restarted; the destination must end identical every time, nothing lost or doubled.
+func TestMirrorKilledAndRestarted(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "crashy", 2, nil)
+	dst.CreateTopic(t, "crashy", 2, nil)
+	plain := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	txn := manualProducer(t, src, kgo.TransactionalID("crashy-app"))
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	open := false
+	for i := range 24 {
+		for p := range int32(2) {
+			produceSync(t, plain, records("crashy", p, 50+rng.IntN(200), fmt.Sprintf("p%d", i))...)
+		}
+		// Transactions span restarts: some commit, some abort, some stay open.
+		if !open {
+			if err := txn.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			open = true
+		}
+		produceSync(t, txn, records("crashy", int32(i%2), 5, fmt.Sprintf("t%d", i))...)
+		if rng.IntN(3) > 0 {
+			if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(rng.IntN(2) == 0)); err != nil {
+				t.Fatal(err)
+			}
+			open = false
+		}
+
+		// Kill the mirror when the clusters receive its k-th request (a fetch, a produce, a
+		// transaction call, an offset lookup...): the request still takes effect but its
+		// answer is lost, as in a crash.
+		ctx, kill := context.WithCancel(context.Background())
+		var mu sync.Mutex
+		killAt, seen := 1+rng.IntN(40), 0
+		for _, c := range []*kafkatest.Cluster{src, dst} {
+			c.Fake().Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				if seen++; seen >= killAt {
+					kill()
+					c.Fake().DropControl()
+				}
+				return nil, nil, false
+			})
+		}
+		run := startMirrorCtx(ctx, t, src, dst, "crashy", 2, i == 0)
+		run.wg.Wait()
+		kill()
+		for p, err := range run.errs {
+			if err != nil {
+				t.Fatalf("round %d: partition %d: %v", i, p, err)
+			}
+		}
+
+		run = startMirror(t, src, dst, "crashy", 2, false)
+		kafkatest.WaitIdentical(t, src, dst, "crashy", waitIdentical)
+		run.stop(t)
+	}
+}
+
+func TestMirrorStopsOnForeignWrite(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "guarded", 1, nil)
+	dst.CreateTopic(t, "guarded", 1, nil)
+	prod := manualProducer(t, src)
+	produceSync(t, prod, records("guarded", 0, 100, "a")...)
+	run := startMirror(t, src, dst, "guarded", 1, true)
+	kafkatest.WaitIdentical(t, src, dst, "guarded", waitIdentical)
+
+	produceSync(t, manualProducer(t, dst), &kgo.Record{Topic: "guarded", Value: []byte("intruder")})
+	produceSync(t, prod, records("guarded", 0, 10, "b")...)
+
+	err := run.waitErr(t, 0)
+	var mismatch *OffsetMismatchError
+	if !errors.As(err, &mismatch) {
+		t.Fatalf("mirror error %v, want an offset mismatch", err)
+	}
+	if mismatch.Expected != 100 || mismatch.Actual != 101 {
+		t.Fatalf("mismatch expected %d actual %d, want 100 and 101", mismatch.Expected, mismatch.Actual)
+	}
+	// Nothing was written past the mismatch: the destination holds the intruder and the one
+	// batch the broker appended after it, no more.
+	_, end, err := newCluster("destination", dst.Client(t)).offsets(context.Background(), "guarded", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end > 111 {
+		t.Fatalf("destination end %d: the mirror wrote past the mismatch", end)
+	}
+}
+
+func TestMirrorBadInput(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "only-source", 1, nil)
+	src.CreateTopic(t, "three", 3, nil)
+	dst.CreateTopic(t, "three", 2, nil)
+	src.CreateTopic(t, "full", 1, nil)
+	dst.CreateTopic(t, "full", 1, nil)
+	produceSync(t, manualProducer(t, dst), &kgo.Record{Topic: "full", Value: []byte("already here")})
+
+	run := func(topic string) error {
+		m := NewPartitionMirror(src.Client(t), dst.Client(t), PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: true})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return m.Run(ctx)
+	}
+
+	var unknown *UnknownTopicError
+	if err := run("nowhere"); !errors.As(err, &unknown) || unknown.Cluster != "source" {
+		t.Fatalf("missing source topic: %v", err)
+	}
+	if err := run("only-source"); !errors.As(err, &unknown) || unknown.Cluster != "destination" {
+		t.Fatalf("missing destination topic: %v", err)
+	}
+	var count *PartitionCountMismatchError
+	if err := run("three"); !errors.As(err, &count) || count.Source != 3 || count.Destination != 2 {
+		t.Fatalf("partition count mismatch: %v", err)
+	}
+	var notEmpty *DestinationNotEmptyError
+	if err := run("full"); !errors.As(err, &notEmpty) || notEmpty.EndOffset != 1 {
+		t.Fatalf("non-empty destination: %v", err)
+	}
+}
