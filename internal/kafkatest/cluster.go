@@ -51,6 +51,7 @@ type config struct {
 	lenient     bool
 	aclUser     string
 	aclPassword string
+	users       map[string]string // ordinary SCRAM users: no permissions until ACLs grant them
 	markerDelay time.Duration
 
 	// markerGate, when set, holds every deferred marker until it is
@@ -83,6 +84,18 @@ func Lenient() Option { return func(c *config) { c.lenient = true } }
 // superUser as the only super user. ClientOpts authenticates as superUser.
 func WithACLs(superUser, password string) Option {
 	return func(c *config) { c.aclUser, c.aclPassword = superUser, password }
+}
+
+// User adds an ordinary SCRAM-SHA-256 user to a WithACLs cluster. It holds no permissions
+// until ACLs grant them, so tests can show what a mirror does without the rights it needs.
+// Connect as it with ClientOptsAs.
+func User(name, password string) Option {
+	return func(c *config) {
+		if c.users == nil {
+			c.users = map[string]string{}
+		}
+		c.users[name] = password
+	}
 }
 
 // MarkerDelay sets how long strict mode keeps transaction markers out of
@@ -127,6 +140,11 @@ func Start(opts ...Option) (*Cluster, error) {
 			kfake.Superuser("SCRAM-SHA-256", cfg.aclUser, cfg.aclPassword),
 			kfake.Superuser("PLAIN", cfg.aclUser, cfg.aclPassword),
 		)
+		for name, pass := range cfg.users {
+			kopts = append(kopts, kfake.User("SCRAM-SHA-256", name, pass))
+		}
+	} else if len(cfg.users) > 0 {
+		return nil, fmt.Errorf("kafkatest: User needs WithACLs")
 	}
 	fake, err := kfake.NewCluster(kopts...)
 	if err != nil {
@@ -234,6 +252,12 @@ func (c *Cluster) Fake() *kfake.Cluster { return c.fake }
 // ClientOpts returns options for a client of this cluster: seed brokers,
 // SASL when WithACLs was given, and timeouts that fail fast in tests.
 func (c *Cluster) ClientOpts() []kgo.Opt {
+	return c.ClientOptsAs(c.cfg.aclUser, c.cfg.aclPassword)
+}
+
+// ClientOptsAs is ClientOpts authenticating as another user (see User); an empty user
+// connects without SASL.
+func (c *Cluster) ClientOptsAs(user, password string) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.addrs...),
 		kgo.DialTimeout(5 * time.Second),
@@ -248,8 +272,8 @@ func (c *Cluster) ClientOpts() []kgo.Opt {
 		kgo.MetadataMinAge(50 * time.Millisecond),
 		kgo.FetchMaxWait(200 * time.Millisecond),
 	}
-	if c.cfg.aclUser != "" {
-		opts = append(opts, kgo.SASL(scram.Auth{User: c.cfg.aclUser, Pass: c.cfg.aclPassword}.AsSha256Mechanism()))
+	if user != "" {
+		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha256Mechanism()))
 	}
 	return opts
 }

@@ -493,3 +493,54 @@ func TestMirrorBadInput(t *testing.T) {
 		t.Fatalf("non-empty destination: %v", err)
 	}
 }
+
+func TestMirrorAuthorizationFailures(t *testing.T) {
+	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"), kafkatest.User("reader", "reader-secret"))
+	src.CreateTopic(t, "secured", 1, nil)
+	dst.CreateTopic(t, "secured", 1, nil)
+	produceSync(t, manualProducer(t, src), records("secured", 0, 10, "s")...)
+
+	// The mirror may read the destination topic but not write it.
+	acl := kadm.NewACLs().Allow("User:reader").Topics("secured").Operations(kadm.OpDescribe, kadm.OpRead, kadm.OpDescribeConfigs).ResourcePatternType(kadm.ACLPatternLiteral)
+	acl.AllowHosts()
+	res, err := dst.Admin(t).CreateACLs(context.Background(), acl)
+	if err == nil {
+		for _, r := range res {
+			if err = r.Err; err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name     string
+		src, dst *kgo.Client
+		cluster  string
+	}{
+		{"source", clientAs(t, src, "reader", "reader-secret"), dst.Client(t), "source"},
+		{"destination", src.Client(t), clientAs(t, dst, "reader", "reader-secret"), "destination"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewPartitionMirror(tc.src, tc.dst, PartitionConfig{Mirror: "m1", Topic: "secured", FirstStart: true})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := m.Run(ctx)
+			var auth *AuthorizationError
+			if !errors.As(err, &auth) || auth.Cluster != tc.cluster {
+				t.Fatalf("error %v, want an authorization error on the %s cluster", err, tc.cluster)
+			}
+		})
+	}
+}
+
+func clientAs(t *testing.T, c *kafkatest.Cluster, user, password string) *kgo.Client {
+	cl, err := kgo.NewClient(c.ClientOptsAs(user, password)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
