@@ -74,6 +74,17 @@ func (e *PartitionCountMismatchError) Error() string {
 		e.Topic, e.Source, e.Destination)
 }
 
+// SourceChangedError means the source is not what the mirror was bound to: another
+// cluster answers at its address, or the topic was deleted and recreated (offsets restart).
+type SourceChangedError struct {
+	What             string // "cluster id" or "topic id of <topic>"
+	Expected, Actual string
+}
+
+func (e *SourceChangedError) Error() string {
+	return fmt.Sprintf("the source %s is %q, not %q as when mirroring started: the source changed and mirroring of it stopped", e.What, e.Actual, e.Expected)
+}
+
 // AuthorizationError wraps a broker's authorization failure with what was attempted.
 type AuthorizationError struct {
 	Cluster string
@@ -120,9 +131,10 @@ func isFatal(err error) bool {
 		unknown  *UnknownTopicError
 		count    *PartitionCountMismatchError
 		auth     *AuthorizationError
+		changed  *SourceChangedError
 	)
 	return errors.As(err, &mismatch) || errors.As(err, &notEmpty) || errors.As(err, &ahead) ||
-		errors.As(err, &unknown) || errors.As(err, &count) || errors.As(err, &auth) ||
+		errors.As(err, &unknown) || errors.As(err, &count) || errors.As(err, &auth) || errors.As(err, &changed) ||
 		errors.Is(err, errInvariant)
 }
 

@@ -2,6 +2,7 @@ package mirrorengine
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,10 +27,16 @@ type PartitionConfig struct {
 	// a restart, a pause or a crash) mirroring continues from the destination end offset.
 	FirstStart bool
 
+	// SourceClusterID and SourceTopicID (hex), when set, are checked at every session start:
+	// a source that changed under the mirror must never be copied on top of the old one.
+	SourceClusterID string
+	SourceTopicID   string
+
 	MaxInFlight        int           // produce requests in flight for non-transactional data; default 5
 	FetchMaxBytes      int32         // default 8 MiB
 	TransactionTimeout time.Duration // of replayed destination transactions; default 15m
 	Logger             *slog.Logger  // default slog.Default()
+	Observer           Observer      // default: discards
 }
 
 func (c *PartitionConfig) defaults() {
@@ -44,6 +51,9 @@ func (c *PartitionConfig) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 }
 
@@ -187,6 +197,9 @@ func (s *session) prepare(ctx context.Context) error {
 	if s.dst, err = m.dst.metadata(ctx, cfg.Topic, cfg.Partition); err != nil {
 		return err
 	}
+	if err := s.checkSource(ctx); err != nil {
+		return err
+	}
 	if s.src.partitions != s.dst.partitions {
 		return &PartitionCountMismatchError{Topic: cfg.Topic, Source: s.src.partitions, Destination: s.dst.partitions}
 	}
@@ -229,6 +242,25 @@ func (s *session) prepare(ctx context.Context) error {
 		return err
 	}
 	m.log.Debug("partition mirror session started", "destination_end", dstEnd, "source_log_start", srcStart, "source_high_watermark", srcEnd)
+	return nil
+}
+
+func (s *session) checkSource(ctx context.Context) error {
+	// The cluster first: another cluster at the address also has other topic ids.
+	if want := s.cfg.SourceClusterID; want != "" {
+		got, err := clusterID(ctx, s.m.src.cl)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return &SourceChangedError{What: "cluster id", Expected: want, Actual: got}
+		}
+	}
+	if want := s.cfg.SourceTopicID; want != "" {
+		if got := hex.EncodeToString(s.src.id[:]); got != want {
+			return &SourceChangedError{What: "topic id of " + s.cfg.Topic, Expected: want, Actual: got}
+		}
+	}
 	return nil
 }
 
@@ -311,7 +343,11 @@ func (s *session) recoverTxns(ctx context.Context) error {
 func (s *session) step(ctx context.Context) error {
 	m, cfg := s.m, s.cfg
 	offset := max(s.next, s.alignTo)
+	began := time.Now()
 	f, err := m.src.fetch(ctx, s.src.leader, cfg.Topic, s.src.id, cfg.Partition, offset, cfg.FetchMaxBytes)
+	if err == nil && len(f.batches) > 0 {
+		cfg.Observer.FetchLatency(time.Since(began))
+	}
 	if errors.Is(err, kerr.OffsetOutOfRange) {
 		return s.outOfRange(ctx, offset)
 	}
@@ -555,7 +591,9 @@ func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *
 
 // produce sends one in-flight batch and checks the offset the destination assigned.
 func (s *session) produce(ctx context.Context, p *inflight) error {
+	began := time.Now()
 	base, err := s.m.dst.produce(ctx, s.dst.leader, s.cfg.Topic, s.dst.id, s.cfg.Partition, p.batch, p.txnID)
+	s.cfg.Observer.ProduceLatency(time.Since(began))
 	if err == nil && base != p.expected {
 		err = &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: p.expected, Actual: base}
 	}
@@ -574,6 +612,7 @@ func (s *session) awaitOldest(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.cfg.Observer.Mirrored(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition, p.end-p.expected, int64(len(p.batch)))
 	s.m.setProgress(func(pr *Progress) { pr.DestinationEnd = p.end })
 	return nil
 }

@@ -1,0 +1,39 @@
+package mirrorengine
+
+import "fmt"
+
+// ErrorCode names a control-plane failure with the KIP-1279 error names; the worker's API
+// returns them as they are.
+type ErrorCode string
+
+// The KIP's error names used by the commands.
+const (
+	CodeUnknownClusterMirror        ErrorCode = "UNKNOWN_CLUSTER_MIRROR"
+	CodeClusterMirrorAlreadyExists  ErrorCode = "CLUSTER_MIRROR_ALREADY_EXISTS"
+	CodeClusterMirrorNotEmpty       ErrorCode = "CLUSTER_MIRROR_NOT_EMPTY"
+	CodeInvalidClusterMirrorName    ErrorCode = "INVALID_CLUSTER_MIRROR_NAME"
+	CodeInvalidClusterMirrorConfig  ErrorCode = "INVALID_CLUSTER_MIRROR_CONFIG"
+	CodeTopicAlreadyInClusterMirror ErrorCode = "TOPIC_ALREADY_IN_CLUSTER_MIRROR"
+	CodeTopicNotInClusterMirror     ErrorCode = "TOPIC_NOT_IN_CLUSTER_MIRROR"
+	CodeInvalidMirrorPartitionState ErrorCode = "INVALID_MIRROR_PARTITION_STATE"
+	CodeMirrorTopicAlreadyStopped   ErrorCode = "MIRROR_TOPIC_ALREADY_STOPPED"
+	CodeSourceClusterIDMismatch     ErrorCode = "SOURCE_CLUSTER_ID_MISMATCH"
+	CodeSourceClusterUnreachable    ErrorCode = "SOURCE_CLUSTER_UNREACHABLE"
+	CodeUnknownTopicOrPartition     ErrorCode = "UNKNOWN_TOPIC_OR_PARTITION"
+	CodeInvalidTopic                ErrorCode = "INVALID_TOPIC_EXCEPTION"
+	CodeInvalidRequest              ErrorCode = "INVALID_REQUEST"
+	CodeClusterAuthorizationFailed  ErrorCode = "CLUSTER_AUTHORIZATION_FAILED"
+	CodeUnknownServerError          ErrorCode = "UNKNOWN_SERVER_ERROR"
+)
+
+// CommandError is a command's refusal or failure: a KIP error name and what went wrong.
+type CommandError struct {
+	Code    ErrorCode
+	Message string
+}
+
+func (e *CommandError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+func cmdErr(code ErrorCode, format string, args ...any) *CommandError {
+	return &CommandError{Code: code, Message: fmt.Sprintf(format, args...)}
+}

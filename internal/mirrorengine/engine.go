@@ -1,0 +1,556 @@
+package mirrorengine
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Destination is a client of the destination cluster, the cluster this engine mirrors
+	// into and whose __mirror_state holds everything durable.
+	Destination *kgo.Client
+	Store       StoreConfig
+	// Retry is the back-off for FAILED partitions; the zero value means the KIP's defaults
+	// (100 ms doubling to 5 min, 20 attempts, full jitter).
+	Retry RetryPolicy
+	// SourceOpts are added to every source client (for example timeouts).
+	SourceOpts []kgo.Opt
+	Logger     *slog.Logger
+	Observer   Observer // default: discards
+}
+
+// Engine is the control plane: it validates and applies the KIP's commands, records them
+// in __mirror_state before acknowledging them, and runs one runner per mirrored partition.
+// It holds no durable state of its own: Open on the same destination rebuilds it.
+type Engine struct {
+	cfg   Config
+	log   *slog.Logger
+	dst   cluster
+	dstID string
+	store *Store
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	cmdMu   sync.Mutex // commands run one at a time
+	topicMu sync.Mutex // destination topic creation and recreation
+
+	mu      sync.Mutex
+	sources map[string]*kgo.Client // by mirror name
+	runners map[partitionKey]*runner
+}
+
+type partitionKey struct {
+	mirror, topic string
+	partition     int32
+}
+
+// Open loads the destination's __mirror_state (creating it if absent) and resumes every
+// mirrored partition where the records say it was.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.Destination == nil {
+		return nil, errors.New("mirrorengine: no destination client")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	if cfg.Retry.Initial == 0 && cfg.Retry.Max == 0 && cfg.Retry.MaxAttempts == 0 {
+		cfg.Retry = RetryPolicy{Initial: 100 * time.Millisecond, Max: 5 * time.Minute, MaxAttempts: 20, Jitter: cfg.Retry.Jitter}
+	}
+	if cfg.Retry.Jitter == nil {
+		cfg.Retry.Jitter = func(d time.Duration) time.Duration { return rand.N(d + 1) }
+	}
+	dstID, err := clusterID(ctx, cfg.Destination)
+	if err != nil {
+		return nil, fmt.Errorf("reaching the destination cluster: %w", err)
+	}
+	store, err := OpenStore(ctx, cfg.Destination, cfg.Store)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", storeTopic(cfg.Store), err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	e := &Engine{
+		cfg: cfg, log: cfg.Logger, dst: newCluster("destination", cfg.Destination), dstID: dstID, store: store,
+		ctx: runCtx, cancel: cancel, sources: map[string]*kgo.Client{}, runners: map[partitionKey]*runner{},
+	}
+	for topic, tc := range store.TopicConfigs() {
+		mirror, _ := ParseMirrorName(tc.MirrorName)
+		if _, ok := store.Mirror(mirror); !ok {
+			continue
+		}
+		for p := range store.Partitions(mirror, topic) {
+			e.runner(partitionKey{mirror, topic, p})
+		}
+		// Partitions without a record yet (a crash right after the start was recorded).
+		if err := e.ensureRunners(ctx, mirror, topic); err != nil {
+			e.log.Warn("cannot list the source partitions of a mirrored topic yet", "mirror", mirror, "topic", topic, "error", err)
+		}
+	}
+	return e, nil
+}
+
+func storeTopic(c StoreConfig) string {
+	if c.Topic == "" {
+		return "__mirror_state"
+	}
+	return c.Topic
+}
+
+// Close stops every runner (fetching stops; nothing is failed over) and the source clients.
+func (e *Engine) Close() {
+	e.cancel()
+	e.wg.Wait()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, cl := range e.sources {
+		cl.Close()
+	}
+	e.sources = map[string]*kgo.Client{}
+}
+
+// DestinationClusterID is the id of the cluster this engine mirrors into.
+func (e *Engine) DestinationClusterID() string { return e.dstID }
+
+// source returns the mirror's source client, creating it on first use.
+func (e *Engine) source(mirror string) (*kgo.Client, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cl := e.sources[mirror]; cl != nil {
+		return cl, nil
+	}
+	rec, ok := e.store.Mirror(mirror)
+	if !ok {
+		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
+	}
+	opts, err := ClientOpts(rec.Source)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, e.cfg.SourceOpts...)...)
+	if err != nil {
+		return nil, err
+	}
+	e.sources[mirror] = cl
+	return cl, nil
+}
+
+func (e *Engine) dropSource(mirror string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cl := e.sources[mirror]; cl != nil {
+		cl.Close()
+		delete(e.sources, mirror)
+	}
+}
+
+// runner returns the partition's runner, starting it if needed.
+func (e *Engine) runner(k partitionKey) *runner {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r := e.runners[k]; r != nil {
+		return r
+	}
+	r := newRunner(e, k)
+	e.runners[k] = r
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		r.run()
+	}()
+	return r
+}
+
+// topicRunners returns the runners of a mirror's topic, by partition.
+func (e *Engine) topicRunners(mirror, topic string) []*runner {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []*runner
+	for k, r := range e.runners {
+		if k.mirror == mirror && k.topic == topic {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key.partition < out[j].key.partition })
+	return out
+}
+
+// ensureRunners starts a runner for every source partition of the topic.
+func (e *Engine) ensureRunners(ctx context.Context, mirror, topic string) error {
+	src, err := e.source(mirror)
+	if err != nil {
+		return err
+	}
+	meta, err := newCluster("source", src).metadata(ctx, topic, 0)
+	if err != nil {
+		return err
+	}
+	for p := range int32(meta.partitions) {
+		e.runner(partitionKey{mirror, topic, p})
+	}
+	return nil
+}
+
+// stopRunners ends the topic's runners and forgets them.
+func (e *Engine) stopRunners(mirror, topic string) {
+	for _, r := range e.topicRunners(mirror, topic) {
+		r.close()
+		e.mu.Lock()
+		delete(e.runners, r.key)
+		e.mu.Unlock()
+	}
+}
+
+// CreateClusterMirror validates and records a new mirror. The source must be reachable;
+// its cluster id is checked against m.SourceClusterID when given, and bound to the mirror.
+func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (MirrorRecord, error) {
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	if err := ValidateMirrorName(m.Name); err != nil {
+		return MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorName, "%v", err)
+	}
+	if _, ok := e.store.Mirror(m.Name); ok {
+		return MirrorRecord{}, cmdErr(CodeClusterMirrorAlreadyExists, "cluster mirror %q already exists", m.Name)
+	}
+	id, cerr := e.probeSource(ctx, m.Source)
+	if cerr != nil {
+		return MirrorRecord{}, cerr
+	}
+	if m.SourceClusterID != "" && m.SourceClusterID != id {
+		return MirrorRecord{}, cmdErr(CodeSourceClusterIDMismatch, "the source cluster at %s has cluster id %q, not the expected %q", strings.Join(m.Source.BootstrapServers, ","), id, m.SourceClusterID)
+	}
+	if id == e.dstID {
+		return MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorConfig, "the source cluster is the destination cluster (%s): a cluster cannot mirror itself", id)
+	}
+	m.SourceClusterID = id
+	m.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
+	if err := e.store.PutMirror(ctx, m); err != nil {
+		return MirrorRecord{}, cmdErr(CodeUnknownServerError, "recording the mirror: %v", err)
+	}
+	e.log.Info("cluster mirror created", "mirror", m.Name, "source_cluster_id", id)
+	return m, nil
+}
+
+// probeSource connects with the given settings and returns the source cluster's id.
+func (e *Engine) probeSource(ctx context.Context, conn SourceConnection) (string, *CommandError) {
+	opts, err := ClientOpts(conn)
+	if err != nil {
+		return "", cmdErr(CodeInvalidClusterMirrorConfig, "source: %v", err)
+	}
+	cl, err := kgo.NewClient(append(opts, e.cfg.SourceOpts...)...)
+	if err != nil {
+		return "", cmdErr(CodeInvalidClusterMirrorConfig, "source: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	id, err := clusterID(ctx, cl)
+	if err != nil {
+		return "", cmdErr(CodeSourceClusterUnreachable, "cannot reach the source cluster at %s: %v", strings.Join(conn.BootstrapServers, ","), err)
+	}
+	return id, nil
+}
+
+// UpdateClusterMirror replaces a mirror's source connection settings (credentials) and sync
+// settings. The source must still be the same cluster.
+func (e *Engine) UpdateClusterMirror(ctx context.Context, m MirrorRecord) (MirrorRecord, error) {
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	old, ok := e.store.Mirror(m.Name)
+	if !ok {
+		return MirrorRecord{}, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", m.Name)
+	}
+	id, cerr := e.probeSource(ctx, m.Source)
+	if cerr != nil {
+		return MirrorRecord{}, cerr
+	}
+	if id != old.SourceClusterID {
+		return MirrorRecord{}, cmdErr(CodeSourceClusterIDMismatch, "the new settings reach cluster %q, but the mirror is bound to %q", id, old.SourceClusterID)
+	}
+	m.SourceClusterID, m.CreatedAt = old.SourceClusterID, old.CreatedAt
+	if err := e.store.PutMirror(ctx, m); err != nil {
+		return MirrorRecord{}, cmdErr(CodeUnknownServerError, "recording the mirror: %v", err)
+	}
+	// Runners pick the new client up at their next session.
+	e.dropSource(m.Name)
+	return m, nil
+}
+
+// DeleteClusterMirror removes a mirror whose topics are all STOPPED. Its topics' last
+// mirrored offsets stay, for a later failback.
+func (e *Engine) DeleteClusterMirror(ctx context.Context, name string) error {
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	if _, ok := e.store.Mirror(name); !ok {
+		return cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", name)
+	}
+	topics := e.mirrorTopics(name)
+	var active []string
+	for _, t := range topics {
+		if !e.topicStopped(name, t) {
+			active = append(active, t)
+		}
+	}
+	if len(active) > 0 {
+		return cmdErr(CodeClusterMirrorNotEmpty, "cluster mirror %q still mirrors topics %s: stop them first (failover)", name, strings.Join(active, ", "))
+	}
+	for _, t := range topics {
+		e.stopRunners(name, t)
+		if err := e.store.DeletePartitions(ctx, name, t); err != nil {
+			return cmdErr(CodeUnknownServerError, "deleting partition records of %q: %v", t, err)
+		}
+		if err := e.store.DeleteTopicConfig(ctx, t); err != nil {
+			return cmdErr(CodeUnknownServerError, "deleting topic record of %q: %v", t, err)
+		}
+	}
+	if err := e.store.DeleteMirror(ctx, name); err != nil {
+		return cmdErr(CodeUnknownServerError, "deleting the mirror: %v", err)
+	}
+	e.dropSource(name)
+	e.log.Info("cluster mirror deleted", "mirror", name)
+	return nil
+}
+
+// SourceTopics lists the mirror's source topics whose names match the regular expression
+// pattern (all when empty), internal topics excluded, sorted.
+func (e *Engine) SourceTopics(ctx context.Context, mirror, pattern string) ([]string, error) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, cmdErr(CodeInvalidRequest, "pattern %q is not a regular expression: %v", pattern, err)
+	}
+	src, err := e.source(mirror)
+	if err != nil {
+		return nil, err
+	}
+	details, err := kadm.NewClient(src).ListTopics(ctx)
+	if err != nil {
+		return nil, cmdErr(CodeSourceClusterUnreachable, "listing the source topics: %v", err)
+	}
+	var out []string
+	for _, d := range details.Sorted() {
+		if !d.IsInternal && !strings.HasPrefix(d.Topic, "__") && re.MatchString(d.Topic) {
+			out = append(out, d.Topic)
+		}
+	}
+	return out, nil
+}
+
+// mirrorTopics lists the topics whose mirror.name names the mirror, sorted.
+func (e *Engine) mirrorTopics(mirror string) []string {
+	var out []string
+	for topic, tc := range e.store.TopicConfigs() {
+		if m, _ := ParseMirrorName(tc.MirrorName); m == mirror {
+			out = append(out, topic)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// topicStopped reports whether every known partition of the topic is STOPPED.
+func (e *Engine) topicStopped(mirror, topic string) bool {
+	for _, r := range e.topicRunners(mirror, topic) {
+		if r.Status().State != StateStopped {
+			return false
+		}
+	}
+	for _, rec := range e.store.Partitions(mirror, topic) {
+		if rec.Status.State != StateStopped {
+			return false
+		}
+	}
+	return true
+}
+
+// topicFailed reports whether any partition of the topic is FAILED.
+func (e *Engine) topicFailed(mirror, topic string) bool {
+	for _, r := range e.topicRunners(mirror, topic) {
+		if r.Status().State == StateFailed {
+			return true
+		}
+	}
+	return false
+}
+
+// TopicResult is one topic's outcome of a topic command; Err is nil on success.
+type TopicResult struct {
+	Topic string
+	Err   *CommandError
+}
+
+// StartMirrorTopics starts mirroring topics (first start, restart after a stop, or failback
+// when the source was mirrored from this cluster before). divergence is "fail" or
+// "recreate" and decides what PREPARING does with records written here since a stop.
+func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []string, divergence string) ([]TopicResult, error) {
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	if _, ok := e.store.Mirror(mirror); !ok {
+		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
+	}
+	switch divergence {
+	case "":
+		divergence = "fail"
+	case "fail", "recreate":
+	default:
+		return nil, cmdErr(CodeInvalidRequest, "divergence must be \"fail\" or \"recreate\", not %q", divergence)
+	}
+	src, err := e.source(mirror)
+	if err != nil {
+		return nil, err
+	}
+	return e.eachTopic(topics, func(topic string) *CommandError {
+		if err := validateTopicName(topic); err != nil {
+			return cmdErr(CodeInvalidTopic, "%v", err)
+		}
+		tc, exists := e.store.TopicConfig(topic)
+		if exists {
+			other, d := ParseMirrorName(tc.MirrorName)
+			switch {
+			case d != DesiredStopped && other != mirror:
+				return cmdErr(CodeTopicAlreadyInClusterMirror, "topic %q is in cluster mirror %q (%s); stop it there first", topic, other, d)
+			case d != DesiredStopped && !e.topicFailed(mirror, topic):
+				// Starting a FAILED topic again is the operator's recovery; anything else is a repeat.
+				return cmdErr(CodeTopicAlreadyInClusterMirror, "topic %q is already %s in cluster mirror %q", topic, d, mirror)
+			case d == DesiredStopped && other != mirror:
+				// Stopped in another mirror: that mirror's records of it are history now.
+				if err := e.store.DeletePartitions(ctx, other, topic); err != nil {
+					return cmdErr(CodeUnknownServerError, "%v", err)
+				}
+				e.stopRunners(other, topic)
+				tc = TopicConfigRecord{}
+			}
+		}
+		smeta, err := newCluster("source", src).metadata(ctx, topic, 0)
+		if err != nil {
+			var unknown *UnknownTopicError
+			if errors.As(err, &unknown) {
+				return cmdErr(CodeUnknownTopicOrPartition, "topic %q does not exist on the source cluster", topic)
+			}
+			return cmdErr(CodeSourceClusterUnreachable, "describing topic %q on the source: %v", topic, err)
+		}
+		if divergence == "recreate" {
+			if err := e.recreateIfDiverged(ctx, mirror, topic, smeta.partitions); err != nil {
+				return cmdErr(CodeUnknownServerError, "checking the destination topic %q for divergence: %v", topic, err)
+			}
+		}
+		// Bind the topic to the source topic as it is now; PREPARING's divergence check
+		// guards the destination's existing records against a source recreated meanwhile.
+		tc.MirrorName, tc.Divergence, tc.SourceTopicID = FormatMirrorName(mirror, DesiredMirroring), divergence, hex.EncodeToString(smeta.id[:])
+		if err := e.store.PutTopicConfig(ctx, topic, tc); err != nil {
+			return cmdErr(CodeUnknownServerError, "recording mirror.name of %q: %v", topic, err)
+		}
+		if err := e.ensureRunners(ctx, mirror, topic); err != nil {
+			return cmdErr(CodeSourceClusterUnreachable, "%v", err)
+		}
+		for _, r := range e.topicRunners(mirror, topic) {
+			if s := r.Status().State; s == StateStopped || s == StateFailed {
+				r.send(Restart{})
+			} else {
+				r.send(Evaluate{})
+			}
+		}
+		e.log.Info("mirror topic started", "mirror", mirror, "topic", topic, "divergence", divergence)
+		return nil
+	}), nil
+}
+
+// StopMirrorTopics fails topics over: fetching stops, replayed open transactions are
+// aborted, the last mirrored offsets are recorded and the topics become writable.
+func (e *Engine) StopMirrorTopics(ctx context.Context, mirror string, topics []string) ([]TopicResult, error) {
+	return e.changeDesired(ctx, mirror, topics, DesiredStopped)
+}
+
+// PauseMirrorTopics stops fetching; the topics stay read-only.
+func (e *Engine) PauseMirrorTopics(ctx context.Context, mirror string, topics []string) ([]TopicResult, error) {
+	return e.changeDesired(ctx, mirror, topics, DesiredPaused)
+}
+
+// ResumeMirrorTopics continues paused topics from the destination end.
+func (e *Engine) ResumeMirrorTopics(ctx context.Context, mirror string, topics []string) ([]TopicResult, error) {
+	return e.changeDesired(ctx, mirror, topics, DesiredMirroring)
+}
+
+func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []string, to Desired) ([]TopicResult, error) {
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	if _, ok := e.store.Mirror(mirror); !ok {
+		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
+	}
+	return e.eachTopic(topics, func(topic string) *CommandError {
+		tc, ok := e.store.TopicConfig(topic)
+		current, from := ParseMirrorName(tc.MirrorName)
+		if !ok || current != mirror {
+			return cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, mirror)
+		}
+		switch {
+		case from == DesiredStopped && to == DesiredStopped:
+			return cmdErr(CodeMirrorTopicAlreadyStopped, "topic %q is already stopped", topic)
+		case from == DesiredStopped:
+			return cmdErr(CodeInvalidMirrorPartitionState, "topic %q is stopped; start it again instead of %s", topic, verb(to))
+		}
+		if from == to {
+			return nil
+		}
+		tc.MirrorName = FormatMirrorName(mirror, to)
+		if err := e.store.PutTopicConfig(ctx, topic, tc); err != nil {
+			return cmdErr(CodeUnknownServerError, "recording mirror.name of %q: %v", topic, err)
+		}
+		_ = e.ensureRunners(ctx, mirror, topic) // runners exist already; a source outage must not block a failover
+		for _, r := range e.topicRunners(mirror, topic) {
+			r.send(Evaluate{})
+		}
+		e.log.Info("mirror topic desired state changed", "mirror", mirror, "topic", topic, "from", from, "to", to)
+		return nil
+	}), nil
+}
+
+func verb(d Desired) string {
+	switch d {
+	case DesiredPaused:
+		return "pausing it"
+	case DesiredMirroring:
+		return "resuming it"
+	}
+	return "stopping it"
+}
+
+func (e *Engine) eachTopic(topics []string, fn func(string) *CommandError) []TopicResult {
+	out := make([]TopicResult, 0, len(topics))
+	for _, t := range topics {
+		out = append(out, TopicResult{Topic: t, Err: fn(t)})
+	}
+	return out
+}
+
+// validateTopicName applies Kafka's topic name rules.
+func validateTopicName(name string) error {
+	switch {
+	case name == "" || name == "." || name == "..":
+		return fmt.Errorf("topic name %q is not allowed", name)
+	case len(name) > 249:
+		return fmt.Errorf("topic name is %d characters long; at most 249 are allowed", len(name))
+	}
+	for _, r := range name {
+		if !validNameChar(r) {
+			return fmt.Errorf("topic name %q has the character %q; only ASCII letters, digits, '.', '_' and '-' are allowed", name, r)
+		}
+	}
+	return nil
+}

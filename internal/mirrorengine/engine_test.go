@@ -1,0 +1,514 @@
+package mirrorengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+var fastRetry = RetryPolicy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 50}
+
+// openEngine opens an engine mirroring into dst, closed when the test ends.
+func openEngine(t *testing.T, dst *kafkatest.Cluster) *Engine {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sealer, err := NewSealer("a test key of more than sixteen bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(ctx, Config{
+		Destination: dst.Client(t), Store: StoreConfig{Sealer: sealer}, Retry: fastRetry,
+		SourceOpts: []kgo.Opt{kgo.RetryTimeout(5 * time.Second)},
+	})
+	if err != nil {
+		t.Fatalf("opening the engine: %v", err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+func sourceOf(c *kafkatest.Cluster) SourceConnection {
+	return SourceConnection{BootstrapServers: c.Addrs()}
+}
+
+func createMirror(t *testing.T, e *Engine, name string, src *kafkatest.Cluster) {
+	t.Helper()
+	if _, err := e.CreateClusterMirror(context.Background(), MirrorRecord{Name: name, Source: sourceOf(src)}); err != nil {
+		t.Fatalf("creating mirror %s: %v", name, err)
+	}
+}
+
+// topicCmd runs a topic command for one topic and fails the test on any error.
+func topicCmd(t *testing.T, cmd func(context.Context, string, []string) ([]TopicResult, error), mirror, topic string) {
+	t.Helper()
+	res, err := cmd(context.Background(), mirror, []string{topic})
+	if err == nil && res[0].Err != nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		t.Fatalf("command on %s/%s: %v", mirror, topic, err)
+	}
+}
+
+func start(t *testing.T, e *Engine, mirror, topic, divergence string) {
+	t.Helper()
+	topicCmd(t, func(ctx context.Context, m string, ts []string) ([]TopicResult, error) {
+		return e.StartMirrorTopics(ctx, m, ts, divergence)
+	}, mirror, topic)
+}
+
+// waitState polls until every partition of the topic is in state, and returns the description.
+func waitState(t *testing.T, e *Engine, mirror, topic string, partitions int, state State) TopicDescription {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var d TopicDescription
+	var err error
+	for time.Now().Before(deadline) {
+		d, err = e.DescribeMirrorTopic(context.Background(), mirror, topic)
+		if err == nil && len(d.Partitions) == partitions {
+			all := true
+			for _, p := range d.Partitions {
+				all = all && p.State == state
+			}
+			if all {
+				return d
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s/%s did not reach %s: %+v (%v)", mirror, topic, state, d, err)
+	return d
+}
+
+func endOffsets(t *testing.T, c *kafkatest.Cluster, topic string) map[int32]int64 {
+	t.Helper()
+	ends, err := c.Admin(t).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+func TestEngineMirrorPauseResumeStop(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "orders", 3, map[string]*string{"retention.ms": kadm.StringPtr("604800000")})
+	prod := manualProducer(t, src)
+	for p := range int32(3) {
+		produceSync(t, prod, records("orders", p, 100, "first")...)
+	}
+	e := openEngine(t, dst)
+	createMirror(t, e, "a-to-b", src)
+	start(t, e, "a-to-b", "orders", "")
+
+	// The destination topic is created like the source's and mirrored identically.
+	waitState(t, e, "a-to-b", "orders", 3, StateMirroring)
+	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+
+	// Pause: no fetcher runs, records produced now stay on the source.
+	topicCmd(t, e.PauseMirrorTopics, "a-to-b", "orders")
+	d := waitState(t, e, "a-to-b", "orders", 3, StatePaused)
+	if d.MirrorName != "a-to-b.paused" {
+		t.Fatalf("mirror.name %q while paused", d.MirrorName)
+	}
+	before := endOffsets(t, dst, "orders")
+	produceSync(t, prod, records("orders", 1, 50, "paused")...)
+	for _, r := range e.topicRunners("a-to-b", "orders") {
+		if _, fetching := r.progress(); fetching {
+			t.Fatalf("partition %d still fetching while paused", r.key.partition)
+		}
+	}
+	if after := endOffsets(t, dst, "orders"); after[1] != before[1] {
+		t.Fatalf("destination moved from %d to %d while paused", before[1], after[1])
+	}
+
+	topicCmd(t, e.ResumeMirrorTopics, "a-to-b", "orders")
+	waitState(t, e, "a-to-b", "orders", 3, StateMirroring)
+	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+
+	// A source transaction still open at failover is aborted on the destination.
+	txn := manualProducer(t, src, kgo.TransactionalID("open-at-failover"))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, txn, records("orders", 2, 5, "open")...)
+	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+
+	topicCmd(t, e.StopMirrorTopics, "a-to-b", "orders")
+	d = waitState(t, e, "a-to-b", "orders", 3, StateStopped)
+	ends := endOffsets(t, dst, "orders")
+	lso, err := dst.Admin(t).ListCommittedOffsets(context.Background(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range d.Partitions {
+		if p.LastMirroredOffset != ends[p.Partition] {
+			t.Fatalf("partition %d: last mirrored offset %d, destination end %d", p.Partition, p.LastMirroredOffset, ends[p.Partition])
+		}
+		if o, _ := lso.Lookup("orders", p.Partition); o.Offset != ends[p.Partition] {
+			t.Fatalf("partition %d: last stable offset %d behind the end %d: the open transaction was not aborted", p.Partition, o.Offset, ends[p.Partition])
+		}
+	}
+	// Failed over: the destination takes writes, and the mirror can be deleted.
+	produceSync(t, manualProducer(t, dst), &kgo.Record{Topic: "orders", Partition: 0, Value: []byte("written after failover")})
+	if err := e.DeleteClusterMirror(context.Background(), "a-to-b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
+	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"), kafkatest.User("app", "app-secret"))
+	src.CreateTopic(t, "payments", 1, nil)
+	produceSync(t, manualProducer(t, src), records("payments", 0, 20, "p")...)
+	e := openEngine(t, dst)
+	if _, err := e.CreateClusterMirror(context.Background(), MirrorRecord{Name: "a-to-b", Source: SourceConnection{
+		BootstrapServers: src.Addrs(), SASL: &SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin-secret"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, e, "a-to-b", "payments", "")
+	waitState(t, e, "a-to-b", "payments", 1, StateMirroring)
+	kafkatest.WaitIdentical(t, src, dst, "payments", waitIdentical)
+
+	// The application may write the topic by its own ACLs, yet not while it is mirrored.
+	acl := kadm.NewACLs().Allow("User:app").AllowHosts("*").Topics("payments").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite, kadm.OpDescribe)
+	if res, err := dst.Admin(t).CreateACLs(context.Background(), acl); err != nil || res[0].Err != nil {
+		t.Fatalf("granting the app WRITE: %v %v", err, res)
+	}
+	appWrite := func() error {
+		cl, err := kgo.NewClient(append(dst.ClientOptsAs("app", "app-secret"), kgo.DisableIdempotentWrite(), kgo.RecordRetries(1))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		return cl.ProduceSync(context.Background(), &kgo.Record{Topic: "payments", Value: []byte("app")}).FirstErr()
+	}
+	if err := appWrite(); err == nil {
+		t.Fatal("the application wrote to a mirrored topic")
+	}
+	topicCmd(t, e.StopMirrorTopics, "a-to-b", "payments")
+	waitState(t, e, "a-to-b", "payments", 1, StateStopped)
+	if err := appWrite(); err != nil {
+		t.Fatalf("the application cannot write after failover: %v", err)
+	}
+}
+
+// A→B mirrored, failed over to B, B written; mirroring B→A on A copies only B's new
+// records. A divergent A (written after the failover) fails with the record count under
+// "fail" and is recreated identical to B under "recreate".
+func TestEngineFailback(t *testing.T) {
+	a, b := kafkatest.Pair(t)
+	a.CreateTopic(t, "ledger", 2, nil)
+	for p := range int32(2) {
+		produceSync(t, manualProducer(t, a), records("ledger", p, 200, "from-a")...)
+	}
+	onB := openEngine(t, b)
+	createMirror(t, onB, "a-to-b", a)
+	start(t, onB, "a-to-b", "ledger", "")
+	waitState(t, onB, "a-to-b", "ledger", 2, StateMirroring)
+	kafkatest.WaitIdentical(t, a, b, "ledger", waitIdentical)
+	idBefore := topicID(t, a, "ledger")
+
+	// Mirroring back is refused while B still mirrors the topic from A.
+	onA := openEngine(t, a)
+	createMirror(t, onA, "b-to-a", b)
+	start(t, onA, "b-to-a", "ledger", "")
+	refused := waitState(t, onA, "b-to-a", "ledger", 2, StateFailed).Partitions[0]
+	if !strings.Contains(refused.Error, "still mirrors") || refused.RetryAttempt < 1 {
+		t.Fatalf("failback while B still mirrors from A: %+v", refused)
+	}
+
+	topicCmd(t, onB.StopMirrorTopics, "a-to-b", "ledger")
+	waitState(t, onB, "a-to-b", "ledger", 2, StateStopped)
+	// Applications move to B and write there; the retried failback then copies them.
+	for p := range int32(2) {
+		produceSync(t, manualProducer(t, b), records("ledger", p, 30, "from-b")...)
+	}
+	waitState(t, onA, "b-to-a", "ledger", 2, StateMirroring)
+	kafkatest.WaitIdentical(t, b, a, "ledger", waitIdentical)
+	if topicID(t, a, "ledger") != idBefore {
+		t.Fatal("failback recreated A's topic instead of copying only the new records")
+	}
+
+	// Fail over to A again, and have both sides written: B diverged from A.
+	topicCmd(t, onA.StopMirrorTopics, "b-to-a", "ledger")
+	waitState(t, onA, "b-to-a", "ledger", 2, StateStopped)
+	for p := range int32(2) {
+		produceSync(t, manualProducer(t, a), records("ledger", p, 10, "a-again")...)
+		produceSync(t, manualProducer(t, b), records("ledger", p, 7, "b-diverged")...)
+	}
+
+	start(t, onB, "a-to-b", "ledger", "fail")
+	d := waitState(t, onB, "a-to-b", "ledger", 2, StateFailed)
+	if !strings.Contains(d.Partitions[0].Error, "7 records") || d.Partitions[0].RetryAttempt != -1 {
+		t.Fatalf("divergence under \"fail\": %+v", d.Partitions[0])
+	}
+	start(t, onB, "a-to-b", "ledger", "recreate")
+	waitState(t, onB, "a-to-b", "ledger", 2, StateMirroring)
+	kafkatest.WaitIdentical(t, a, b, "ledger", waitIdentical)
+}
+
+func topicID(t *testing.T, c *kafkatest.Cluster, topic string) [16]byte {
+	t.Helper()
+	meta, err := newCluster("test", c.Client(t)).metadata(context.Background(), topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta.id
+}
+
+// The engine process dies in the middle of PREPARING or STOPPING; a new engine on the same
+// __mirror_state finishes the work.
+func TestEngineResumesInterruptedWork(t *testing.T) {
+	for _, at := range []ActionKind{ActionPrepare, ActionStop} {
+		t.Run(at.String(), func(t *testing.T) {
+			src, dst := kafkatest.Pair(t)
+			src.CreateTopic(t, "t", 2, nil)
+			produceSync(t, manualProducer(t, src), records("t", 0, 50, "x")...)
+			e := openEngine(t, dst)
+			createMirror(t, e, "m", src)
+
+			var once sync.Once
+			crashed := make(chan struct{})
+			testHookAction = func(_ partitionKey, a Action) {
+				if a.Kind == at {
+					once.Do(func() { e.cancel(); close(crashed) })
+				}
+			}
+			t.Cleanup(func() { testHookAction = nil })
+
+			start(t, e, "m", "t", "")
+			if at == ActionStop {
+				waitState(t, e, "m", "t", 2, StateMirroring)
+				topicCmd(t, e.StopMirrorTopics, "m", "t")
+			}
+			<-crashed
+			e.Close()
+			testHookAction = nil
+			want := StateMirroring
+			if at == ActionStop {
+				want = StateStopped
+			} else if rec, _ := e.store.Partition("m", "t", 0); rec.Status.State != StatePreparing {
+				t.Fatalf("the crash left state %s, want PREPARING recorded", rec.Status.State)
+			}
+
+			again := openEngine(t, dst)
+			waitState(t, again, "m", "t", 2, want)
+			if want == StateMirroring {
+				kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+			}
+		})
+	}
+}
+
+func TestEngineSourceClusterIDChanged(t *testing.T) {
+	port := freePort(t)
+	src := kafkatest.New(t, kafkatest.ClusterID("source-one"), kafkatest.Ports(port))
+	dst := kafkatest.New(t, kafkatest.ClusterID("destination"))
+	src.CreateTopic(t, "t", 1, nil)
+	produceSync(t, manualProducer(t, src), records("t", 0, 10, "x")...)
+	e := openEngine(t, dst)
+	createMirror(t, e, "m", src)
+	start(t, e, "m", "t", "")
+	waitState(t, e, "m", "t", 1, StateMirroring)
+	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+
+	// Another cluster now answers at the source's address.
+	src.Close()
+	other := kafkatest.New(t, kafkatest.ClusterID("source-two"), kafkatest.Ports(port))
+	other.CreateTopic(t, "t", 1, nil)
+	produceSync(t, manualProducer(t, other), records("t", 0, 20, "y")...)
+
+	d := waitState(t, e, "m", "t", 1, StateFailed)
+	p := d.Partitions[0]
+	if p.RetryAttempt != -1 || !strings.Contains(p.Error, "source-one") || !strings.Contains(p.Error, "source-two") {
+		t.Fatalf("after the source cluster changed: %+v", p)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestEngineSourceTopicRecreated(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "t", 1, nil)
+	produceSync(t, manualProducer(t, src), records("t", 0, 10, "x")...)
+	e := openEngine(t, dst)
+	createMirror(t, e, "m", src)
+	start(t, e, "m", "t", "")
+	waitState(t, e, "m", "t", 1, StateMirroring)
+	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+
+	if _, err := src.Admin(t).DeleteTopic(context.Background(), "t"); err != nil {
+		t.Fatal(err)
+	}
+	src.CreateTopic(t, "t", 1, nil)
+	produceSync(t, manualProducer(t, src), records("t", 0, 3, "new")...)
+
+	p := waitState(t, e, "m", "t", 1, StateFailed).Partitions[0]
+	if p.RetryAttempt != -1 || !(strings.Contains(p.Error, "recreated") || strings.Contains(p.Error, "deleted") || strings.Contains(p.Error, "topic id")) {
+		t.Fatalf("after the source topic was recreated: %+v", p)
+	}
+}
+
+func TestEngineCommandErrors(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "t", 1, nil)
+	src.CreateTopic(t, "u", 1, nil)
+	e := openEngine(t, dst)
+	ctx := context.Background()
+	code := func(err error) ErrorCode {
+		var ce *CommandError
+		if errors.As(err, &ce) {
+			return ce.Code
+		}
+		if err != nil {
+			return ErrorCode("not a CommandError: " + err.Error())
+		}
+		return ""
+	}
+	create := func(name string, conn SourceConnection, id string) ErrorCode {
+		_, err := e.CreateClusterMirror(ctx, MirrorRecord{Name: name, Source: conn, SourceClusterID: id})
+		return code(err)
+	}
+	for _, tc := range []struct {
+		what string
+		got  ErrorCode
+		want ErrorCode
+	}{
+		{"invalid name", create("bad/name", sourceOf(src), ""), CodeInvalidClusterMirrorName},
+		{"reserved suffix", create("m.paused", sourceOf(src), ""), CodeInvalidClusterMirrorName},
+		{"no bootstrap", create("m", SourceConnection{}, ""), CodeInvalidClusterMirrorConfig},
+		{"bad mechanism", create("m", SourceConnection{BootstrapServers: src.Addrs(), SASL: &SASLSettings{Mechanism: "GSSAPI", Username: "u"}}, ""), CodeInvalidClusterMirrorConfig},
+		{"unreachable", create("m", SourceConnection{BootstrapServers: []string{fmt.Sprintf("127.0.0.1:%d", freePort(t))}}, ""), CodeSourceClusterUnreachable},
+		{"wrong cluster id", create("m", sourceOf(src), "someone-else"), CodeSourceClusterIDMismatch},
+		{"itself", create("m", sourceOf(dst), ""), CodeInvalidClusterMirrorConfig},
+		{"created", create("m", sourceOf(src), "source-cluster"), ""},
+		{"again", create("m", sourceOf(src), ""), CodeClusterMirrorAlreadyExists},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("create, %s: %q, want %q", tc.what, tc.got, tc.want)
+		}
+	}
+	createMirror(t, e, "other", src)
+	update := func(name string, conn SourceConnection) ErrorCode {
+		_, err := e.UpdateClusterMirror(ctx, MirrorRecord{Name: name, Source: conn})
+		return code(err)
+	}
+	for _, tc := range []struct {
+		what      string
+		got, want ErrorCode
+	}{
+		{"update unknown", update("nope", sourceOf(src)), CodeUnknownClusterMirror},
+		{"update to another cluster", update("other", sourceOf(dst)), CodeSourceClusterIDMismatch},
+		{"update same cluster", update("other", sourceOf(src)), ""},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.what, tc.got, tc.want)
+		}
+	}
+
+	topicCode := func(res []TopicResult, err error) ErrorCode {
+		if err != nil {
+			return code(err)
+		}
+		if res[0].Err != nil {
+			return res[0].Err.Code
+		}
+		return ""
+	}
+	start := func(mirror, topic, divergence string) ErrorCode {
+		return topicCode(e.StartMirrorTopics(ctx, mirror, []string{topic}, divergence))
+	}
+	for _, tc := range []struct {
+		what      string
+		got, want ErrorCode
+	}{
+		{"unknown mirror", start("nope", "t", ""), CodeUnknownClusterMirror},
+		{"unknown topic", start("m", "missing", ""), CodeUnknownTopicOrPartition},
+		{"invalid topic", start("m", "bad topic", ""), CodeInvalidTopic},
+		{"bad divergence", start("m", "t", "sometimes"), CodeInvalidRequest},
+		{"started", start("m", "t", ""), ""},
+		{"twice", start("m", "t", ""), CodeTopicAlreadyInClusterMirror},
+		{"in another mirror", start("other", "t", ""), CodeTopicAlreadyInClusterMirror},
+		{"stop not in mirror", topicCode(e.StopMirrorTopics(ctx, "m", []string{"u"})), CodeTopicNotInClusterMirror},
+		{"pause unknown mirror", topicCode(e.PauseMirrorTopics(ctx, "nope", []string{"t"})), CodeUnknownClusterMirror},
+		{"delete unknown", code(e.DeleteClusterMirror(ctx, "nope")), CodeUnknownClusterMirror},
+		{"delete while mirroring", code(e.DeleteClusterMirror(ctx, "m")), CodeClusterMirrorNotEmpty},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.what, tc.got, tc.want)
+		}
+	}
+	if err := e.DeleteClusterMirror(ctx, "m"); err == nil || !strings.Contains(err.Error(), "t") {
+		t.Errorf("delete refusal does not name the mirrored topic: %v", err)
+	}
+	topicCmd(t, e.StopMirrorTopics, "m", "t")
+	waitState(t, e, "m", "t", 1, StateStopped)
+	for _, tc := range []struct {
+		what      string
+		got, want ErrorCode
+	}{
+		{"stop stopped", topicCode(e.StopMirrorTopics(ctx, "m", []string{"t"})), CodeMirrorTopicAlreadyStopped},
+		{"pause stopped", topicCode(e.PauseMirrorTopics(ctx, "m", []string{"t"})), CodeInvalidMirrorPartitionState},
+		{"resume stopped", topicCode(e.ResumeMirrorTopics(ctx, "m", []string{"t"})), CodeInvalidMirrorPartitionState},
+		{"delete when stopped", code(e.DeleteClusterMirror(ctx, "m")), ""},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.what, tc.got, tc.want)
+		}
+	}
+}
+
+// A fresh engine on the same __mirror_state reports the same states.
+func TestEngineReopenReportsSameStates(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	for _, topic := range []string{"running", "resting", "done"} {
+		src.CreateTopic(t, topic, 2, nil)
+		produceSync(t, manualProducer(t, src), records(topic, 1, 10, topic)...)
+	}
+	e := openEngine(t, dst)
+	createMirror(t, e, "m", src)
+	for _, topic := range []string{"running", "resting", "done"} {
+		start(t, e, "m", topic, "")
+		waitState(t, e, "m", topic, 2, StateMirroring)
+	}
+	topicCmd(t, e.PauseMirrorTopics, "m", "resting")
+	topicCmd(t, e.StopMirrorTopics, "m", "done")
+	want := map[string]State{"running": StateMirroring, "resting": StatePaused, "done": StateStopped}
+	for topic, s := range want {
+		waitState(t, e, "m", topic, 2, s)
+	}
+	e.Close()
+
+	again := openEngine(t, dst)
+	for topic, s := range want {
+		waitState(t, again, "m", topic, 2, s)
+	}
+	if got := again.ListClusterMirrors(); len(got) != 1 || got[0].SourceClusterID != "source-cluster" || len(got[0].Topics) != 3 {
+		t.Fatalf("reopened mirrors: %+v", got)
+	}
+	kafkatest.WaitIdentical(t, src, dst, "running", waitIdentical)
+}

@@ -1,0 +1,25 @@
+package mirrorengine
+
+import "time"
+
+// Observer receives the engine's measurements; the worker turns them into metrics. The
+// engine stays free of any metrics library. Methods must be cheap and safe for concurrent use.
+type Observer interface {
+	// Mirrored counts records (offsets) and bytes written to a destination partition.
+	Mirrored(mirror, topic string, partition int32, records, bytes int64)
+	// FetchLatency and ProduceLatency time one request to the source or destination.
+	FetchLatency(d time.Duration)
+	ProduceLatency(d time.Duration)
+	// Failed counts a partition entering FAILED; Retried counts an automatic retry.
+	Failed(mirror, topic string, partition int32, retryable bool)
+	Retried(mirror, topic string, partition int32)
+}
+
+// nopObserver discards everything.
+type nopObserver struct{}
+
+func (nopObserver) Mirrored(string, string, int32, int64, int64) {}
+func (nopObserver) FetchLatency(time.Duration)                   {}
+func (nopObserver) ProduceLatency(time.Duration)                 {}
+func (nopObserver) Failed(string, string, int32, bool)           {}
+func (nopObserver) Retried(string, string, int32)                {}

@@ -1,0 +1,304 @@
+package mirrorengine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// runner is the imperative shell around one partition's state machine: it feeds events to
+// Next, records every new status in __mirror_state before acting on it, and performs the
+// actions (prepare, fetch, stop, retry timers).
+type runner struct {
+	e   *Engine
+	key partitionKey
+	log *slog.Logger
+
+	events chan Event
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	status Status
+
+	// The running partition mirror, while fetching.
+	mirror     *PartitionMirror
+	stopMirror context.CancelFunc
+	mirrorDone chan struct{}
+	retry      *time.Timer
+}
+
+func newRunner(e *Engine, k partitionKey) *runner {
+	ctx, cancel := context.WithCancel(e.ctx)
+	r := &runner{
+		e: e, key: k, events: make(chan Event, 16), ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		log: e.log.With("mirror", k.mirror, "topic", k.topic, "partition", k.partition),
+	}
+	if rec, ok := e.store.Partition(k.mirror, k.topic, k.partition); ok {
+		r.status = rec.Status
+	}
+	return r
+}
+
+// Status returns the partition's current status.
+func (r *runner) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+// progress returns the running mirror's position, if fetching.
+func (r *runner) progress() (Progress, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mirror == nil {
+		return Progress{}, false
+	}
+	return r.mirror.Progress(), true
+}
+
+// send queues an event; it never blocks the caller beyond the runner's lifetime.
+func (r *runner) send(ev Event) {
+	select {
+	case r.events <- ev:
+	case <-r.ctx.Done():
+	}
+}
+
+// close stops the runner and waits for it.
+func (r *runner) close() {
+	r.cancel()
+	<-r.done
+}
+
+func (r *runner) desired() Desired {
+	tc, ok := r.e.store.TopicConfig(r.key.topic)
+	if !ok {
+		return DesiredStopped
+	}
+	mirror, d := ParseMirrorName(tc.MirrorName)
+	if mirror != r.key.mirror {
+		return DesiredStopped
+	}
+	return d
+}
+
+func (r *runner) run() {
+	defer close(r.done)
+	defer r.stopFetching()
+	defer func() {
+		if r.retry != nil {
+			r.retry.Stop()
+		}
+	}()
+
+	// Continue whatever the recorded state was doing when the last process stopped.
+	queue := r.perform(r.Status(), ResumeActions(r.Status()))
+	queue = append(queue, Evaluate{})
+	for {
+		var ev Event
+		if len(queue) > 0 {
+			ev, queue = queue[0], queue[1:]
+		} else {
+			select {
+			case ev = <-r.events:
+			case <-r.ctx.Done():
+				return
+			}
+		}
+		if r.ctx.Err() != nil {
+			return
+		}
+		cur := r.Status()
+		next, actions, err := Next(cur, r.desired(), ev, r.e.cfg.Retry)
+		if err != nil {
+			// Late timers and progress reports after a state change are expected.
+			r.log.Debug("event ignored", "event", ev.eventName(), "state", cur.State, "reason", err)
+			continue
+		}
+		if len(actions) > 0 && actions[0].Kind == ActionRecord {
+			rec := PartitionRecord{Status: next, UpdatedAt: time.Now().UTC()}
+			if err := r.e.store.PutPartition(r.ctx, r.key.mirror, r.key.topic, r.key.partition, rec); err != nil {
+				// Never act on a state that is not recorded: try the event again later.
+				r.log.Warn("recording the partition state failed; retrying", "to", next.State, "error", err)
+				r.after(time.Second, ev)
+				continue
+			}
+			actions = actions[1:]
+		}
+		r.mu.Lock()
+		r.status = next
+		r.mu.Unlock()
+		if next.State != cur.State {
+			r.log.Info("partition state changed", "from", cur.State, "to", next.State, "reason", reason(ev, next))
+			switch {
+			case next.State == StateFailed:
+				r.e.cfg.Observer.Failed(r.key.mirror, r.key.topic, r.key.partition, next.RetryAttempt > 0)
+			case cur.State == StateFailed:
+				if _, ok := ev.(RetryDue); ok {
+					r.e.cfg.Observer.Retried(r.key.mirror, r.key.topic, r.key.partition)
+				}
+			}
+		}
+		queue = append(queue, r.perform(next, actions)...)
+		if next.State != cur.State {
+			queue = append(queue, Evaluate{})
+		}
+	}
+}
+
+func reason(ev Event, s Status) string {
+	if f, ok := ev.(Fail); ok {
+		return f.Err
+	}
+	if s.State == StateFailed {
+		return s.Error
+	}
+	return ev.eventName()
+}
+
+// perform carries out actions for the (already recorded) status and returns the events
+// they produce.
+func (r *runner) perform(s Status, actions []Action) []Event {
+	var out []Event
+	for _, a := range actions {
+		if testHookAction != nil {
+			testHookAction(r.key, a)
+		}
+		switch a.Kind {
+		case ActionRecord:
+			// Only ever first, and handled by run.
+		case ActionPrepare:
+			out = append(out, r.outcome(r.prepare(r.ctx)))
+		case ActionStartFetching:
+			if err := r.startFetching(); err != nil {
+				out = append(out, r.outcome(err))
+			}
+		case ActionStopFetching:
+			r.stopFetching()
+			if s.State == StatePausing {
+				out = append(out, Done{})
+			}
+		case ActionStop:
+			r.stopFetching()
+			out = append(out, r.outcome(r.stop(r.ctx)))
+		case ActionScheduleRetry:
+			r.after(time.Until(a.At), RetryDue{Now: a.At})
+		}
+	}
+	return out
+}
+
+// outcome turns a step's error into the event that reports it.
+func (r *runner) outcome(err error) Event {
+	if err == nil {
+		return Done{}
+	}
+	var perm *permanentError
+	return Fail{Err: err.Error(), Retryable: !errors.As(err, &perm), Now: time.Now()}
+}
+
+// after sends ev once d has passed, replacing an earlier timer.
+func (r *runner) after(d time.Duration, ev Event) {
+	if r.retry != nil {
+		r.retry.Stop()
+	}
+	r.retry = time.AfterFunc(max(d, 0), func() {
+		if ev, ok := ev.(RetryDue); ok {
+			ev.Now = time.Now()
+			r.send(ev)
+			return
+		}
+		r.send(ev)
+	})
+}
+
+// startFetching runs the partition mirror until it fails or is stopped.
+func (r *runner) startFetching() error {
+	if r.mirror != nil {
+		return nil
+	}
+	src, err := r.e.source(r.key.mirror)
+	if err != nil {
+		return err
+	}
+	if _, err := r.e.enforceReadOnly(r.ctx, r.key.topic); err != nil {
+		return err
+	}
+	rec, _ := r.e.store.Mirror(r.key.mirror)
+	tc, _ := r.e.store.TopicConfig(r.key.topic)
+	m := NewPartitionMirror(src, r.e.cfg.Destination, PartitionConfig{
+		Mirror: r.key.mirror, Topic: r.key.topic, Partition: r.key.partition, Logger: r.e.log,
+		SourceClusterID: rec.SourceClusterID, SourceTopicID: tc.SourceTopicID, Observer: r.e.cfg.Observer,
+	})
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan struct{})
+	r.mu.Lock()
+	r.mirror, r.stopMirror, r.mirrorDone = m, cancel, done
+	r.mu.Unlock()
+	go func() {
+		defer close(done)
+		healthy := time.NewTicker(time.Second)
+		defer healthy.Stop()
+		errc := make(chan error, 1)
+		go func() { errc <- m.Run(ctx) }()
+		for {
+			select {
+			case err := <-errc:
+				if err != nil && ctx.Err() == nil {
+					r.send(Fail{Err: err.Error(), Retryable: !permanentMirrorError(err), Now: time.Now()})
+				}
+				return
+			case <-healthy.C:
+				// Proven progress ends a retry sequence (RetryAttempt back to 0).
+				if r.Status().RetryAttempt > 0 && m.Progress().Lag() == 0 {
+					r.send(Healthy{})
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// permanentMirrorError is true for data path failures that retrying cannot fix and that
+// must wait for the operator: a foreign write, diverged logs, a deleted source topic.
+func permanentMirrorError(err error) bool {
+	var (
+		mismatch *OffsetMismatchError
+		ahead    *DestinationAheadError
+		unknown  *UnknownTopicError
+		count    *PartitionCountMismatchError
+		notEmpty *DestinationNotEmptyError
+		changed  *SourceChangedError
+	)
+	return errors.As(err, &mismatch) || errors.As(err, &ahead) || errors.As(err, &unknown) ||
+		errors.As(err, &count) || errors.As(err, &notEmpty) || errors.As(err, &changed)
+}
+
+// stopFetching stops the partition mirror, if running, and waits for it to finish its
+// in-flight produces.
+func (r *runner) stopFetching() {
+	r.mu.Lock()
+	stop, done := r.stopMirror, r.mirrorDone
+	r.mirror, r.stopMirror, r.mirrorDone = nil, nil, nil
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// testHookAction, set only by tests, runs before each action: the place to simulate a
+// crash in the middle of PREPARING or STOPPING.
+var testHookAction func(partitionKey, Action)
+
+// permanentError marks a step failure that waits for the operator (RetryAttempt -1).
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return &permanentError{err} }
