@@ -16,6 +16,7 @@ type MirrorDescription struct {
 	SASLUsername           string
 	TLS                    bool
 	Sync                   SyncSettings
+	SyncStatus             SyncStatus
 	CreatedAt              time.Time
 	Topics                 []string
 }
@@ -68,6 +69,7 @@ func (e *Engine) describeMirror(m MirrorRecord) MirrorDescription {
 	if m.Source.SASL != nil {
 		d.SASLMechanism, d.SASLUsername = m.Source.SASL.Mechanism, m.Source.SASL.Username
 	}
+	d.SyncStatus, _ = e.SyncStatus(m.Name)
 	return d
 }
 

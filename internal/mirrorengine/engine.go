@@ -53,6 +53,7 @@ type Engine struct {
 	mu      sync.Mutex
 	sources map[string]*kgo.Client // by mirror name
 	runners map[partitionKey]*runner
+	syncers map[string]*syncer // by mirror name
 }
 
 type partitionKey struct {
@@ -90,6 +91,10 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, dst: newCluster("destination", cfg.Destination), dstID: dstID, store: store,
 		ctx: runCtx, cancel: cancel, sources: map[string]*kgo.Client{}, runners: map[partitionKey]*runner{},
+		syncers: map[string]*syncer{},
+	}
+	for _, m := range store.Mirrors() {
+		e.startSyncer(m.Name)
 	}
 	for topic, tc := range store.TopicConfigs() {
 		mirror, _ := ParseMirrorName(tc.MirrorName)
@@ -118,6 +123,15 @@ func storeTopic(c StoreConfig) string {
 func (e *Engine) Close() {
 	e.cancel()
 	e.wg.Wait()
+	e.mu.Lock()
+	mirrors := make([]string, 0, len(e.syncers))
+	for m := range e.syncers {
+		mirrors = append(mirrors, m)
+	}
+	e.mu.Unlock()
+	for _, m := range mirrors {
+		e.stopSyncer(m)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, cl := range e.sources {
@@ -244,6 +258,7 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 	if err := e.store.PutMirror(ctx, m); err != nil {
 		return MirrorRecord{}, cmdErr(CodeUnknownServerError, "recording the mirror: %v", err)
 	}
+	e.startSyncer(m.Name)
 	e.log.Info("cluster mirror created", "mirror", m.Name, "source_cluster_id", id)
 	return m, nil
 }
@@ -320,6 +335,7 @@ func (e *Engine) DeleteClusterMirror(ctx context.Context, name string) error {
 			return cmdErr(CodeUnknownServerError, "deleting topic record of %q: %v", t, err)
 		}
 	}
+	e.stopSyncer(name)
 	if err := e.store.DeleteMirror(ctx, name); err != nil {
 		return cmdErr(CodeUnknownServerError, "deleting the mirror: %v", err)
 	}
@@ -466,6 +482,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 				r.send(Evaluate{})
 			}
 		}
+		e.kickSyncer(mirror)
 		e.log.Info("mirror topic started", "mirror", mirror, "topic", topic, "divergence", divergence)
 		return nil
 	}), nil

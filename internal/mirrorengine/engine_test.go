@@ -323,7 +323,9 @@ func TestEngineSourceClusterIDChanged(t *testing.T) {
 	src.CreateTopic(t, "t", 1, nil)
 	produceSync(t, manualProducer(t, src), records("t", 0, 10, "x")...)
 	e := openEngine(t, dst)
-	createMirror(t, e, "m", src)
+	if _, err := e.CreateClusterMirror(context.Background(), MirrorRecord{Name: "m", Source: sourceOf(src), Sync: SyncSettings{Interval: 50 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
 	start(t, e, "m", "t", "")
 	waitState(t, e, "m", "t", 1, StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
@@ -339,6 +341,14 @@ func TestEngineSourceClusterIDChanged(t *testing.T) {
 	if p.RetryAttempt != -1 || !strings.Contains(p.Error, "source-one") || !strings.Contains(p.Error, "source-two") {
 		t.Fatalf("after the source cluster changed: %+v", p)
 	}
+	// The metadata sync halts with the same finding.
+	eventually(t, "sync reports the changed cluster id", func() error {
+		st, err := e.SyncStatus("m")
+		if msg := st.Errors[SyncErrorTopicMetadata]; err != nil || !strings.Contains(msg, "source-two") || !strings.Contains(msg, string(CodeSourceClusterIDMismatch)) {
+			return fmt.Errorf("sync status %+v %v", st, err)
+		}
+		return nil
+	})
 }
 
 func freePort(t *testing.T) int {

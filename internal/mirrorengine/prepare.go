@@ -49,7 +49,7 @@ func (r *runner) prepare(ctx context.Context) error {
 	if err := e.checkSourceTopicID(ctx, k.topic, smeta.id); err != nil {
 		return err
 	}
-	if err := e.ensureDestinationTopic(ctx, src, k.topic, smeta.partitions); err != nil {
+	if err := e.ensureDestinationTopic(ctx, src, k.mirror, k.topic, smeta.partitions); err != nil {
 		return err
 	}
 	what, discard, err := e.divergence(ctx, k, src)
@@ -227,7 +227,7 @@ var topicConfigExcludes = []string{
 
 // ensureDestinationTopic creates the destination topic with the source's partition count
 // and explicit config overrides when it does not exist, and checks the count when it does.
-func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, topic string, partitions int) error {
+func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror, topic string, partitions int) error {
 	e.topicMu.Lock()
 	defer e.topicMu.Unlock()
 	meta, err := e.dst.metadata(ctx, topic, 0)
@@ -246,9 +246,11 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, topic 
 	if err != nil {
 		return authErr("source", "describe configs of "+topic, err)
 	}
+	rec, _ := e.store.Mirror(mirror)
 	if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
 		for _, c := range rc.Configs {
-			if c.Source == kmsg.ConfigSourceDynamicTopicConfig && !slices.Contains(topicConfigExcludes, c.Key) && c.Value != nil {
+			excluded := slices.Contains(topicConfigExcludes, c.Key) || slices.Contains(rec.Sync.TopicConfigExcludes, c.Key)
+			if c.Source == kmsg.ConfigSourceDynamicTopicConfig && !excluded && c.Value != nil {
 				configs[c.Key] = c.Value
 			}
 		}
