@@ -255,12 +255,24 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 	}
 	m.SourceClusterID = id
 	m.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
-	if err := e.store.PutMirror(ctx, m); err != nil {
-		return MirrorRecord{}, cmdErr(CodeUnknownServerError, "recording the mirror: %v", err)
+	if err := e.putMirror(ctx, m); err != nil {
+		return MirrorRecord{}, err
 	}
 	e.startSyncer(m.Name)
 	e.log.Info("cluster mirror created", "mirror", m.Name, "source_cluster_id", id)
 	return m, nil
+}
+
+// putMirror records a mirror; a secret without a key to seal it is the caller's mistake.
+func (e *Engine) putMirror(ctx context.Context, m MirrorRecord) error {
+	err := e.store.PutMirror(ctx, m)
+	switch {
+	case errors.Is(err, ErrNoSecretKey):
+		return cmdErr(CodeInvalidClusterMirrorConfig, "%v", err)
+	case err != nil:
+		return cmdErr(CodeUnknownServerError, "recording the mirror: %v", err)
+	}
+	return nil
 }
 
 // probeSource connects with the given settings and returns the source cluster's id.
@@ -284,7 +296,8 @@ func (e *Engine) probeSource(ctx context.Context, conn SourceConnection) (string
 }
 
 // UpdateClusterMirror replaces a mirror's source connection settings (credentials) and sync
-// settings. The source must still be the same cluster.
+// settings. The source must still be the same cluster. A record without bootstrap servers
+// changes only the sync settings and keeps the stored connection.
 func (e *Engine) UpdateClusterMirror(ctx context.Context, m MirrorRecord) (MirrorRecord, error) {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
@@ -292,16 +305,21 @@ func (e *Engine) UpdateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 	if !ok {
 		return MirrorRecord{}, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", m.Name)
 	}
-	id, cerr := e.probeSource(ctx, m.Source)
-	if cerr != nil {
-		return MirrorRecord{}, cerr
-	}
-	if id != old.SourceClusterID {
-		return MirrorRecord{}, cmdErr(CodeSourceClusterIDMismatch, "the new settings reach cluster %q, but the mirror is bound to %q", id, old.SourceClusterID)
+	if len(m.Source.BootstrapServers) == 0 {
+		// Only the sync settings change; the stored connection (and its secrets) stays.
+		m.Source = old.Source
+	} else {
+		id, cerr := e.probeSource(ctx, m.Source)
+		if cerr != nil {
+			return MirrorRecord{}, cerr
+		}
+		if id != old.SourceClusterID {
+			return MirrorRecord{}, cmdErr(CodeSourceClusterIDMismatch, "the new settings reach cluster %q, but the mirror is bound to %q", id, old.SourceClusterID)
+		}
 	}
 	m.SourceClusterID, m.CreatedAt = old.SourceClusterID, old.CreatedAt
-	if err := e.store.PutMirror(ctx, m); err != nil {
-		return MirrorRecord{}, cmdErr(CodeUnknownServerError, "recording the mirror: %v", err)
+	if err := e.putMirror(ctx, m); err != nil {
+		return MirrorRecord{}, err
 	}
 	// Runners pick the new client up at their next session.
 	e.dropSource(m.Name)

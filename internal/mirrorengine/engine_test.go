@@ -522,3 +522,78 @@ func TestEngineReopenReportsSameStates(t *testing.T) {
 	}
 	kafkatest.WaitIdentical(t, src, dst, "running", waitIdentical)
 }
+
+// The engine is closed and reopened again and again while applications keep producing;
+// the destination ends identical.
+func TestEngineRestartsUnderContinuousProduction(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "busy", 3, nil)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	prod := src.Client(t, kgo.ProducerLinger(time.Millisecond))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			prod.Produce(ctx, &kgo.Record{Topic: "busy", Key: []byte(fmt.Sprint(i % 7)), Value: []byte(fmt.Sprint("v", i))}, nil)
+			if i%50 == 0 {
+				_ = prod.Flush(ctx)
+			}
+		}
+	}()
+	e := openEngine(t, dst)
+	createMirror(t, e, "m", src)
+	start(t, e, "m", "busy", "")
+	waitState(t, e, "m", "busy", 3, StateMirroring)
+	for range 8 {
+		eventually(t, "some mirroring progress", func() error {
+			if ends := endOffsets(t, dst, "busy"); ends[0]+ends[1]+ends[2] == 0 {
+				return fmt.Errorf("nothing mirrored yet")
+			}
+			return nil
+		})
+		e.Close()
+		e = openEngine(t, dst)
+	}
+	stop()
+	wg.Wait()
+	if err := prod.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, e, "m", "busy", 3, StateMirroring)
+	kafkatest.WaitIdentical(t, src, dst, "busy", waitIdentical)
+}
+
+func TestEngineMirrorSecretsAndSyncOnlyUpdate(t *testing.T) {
+	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"))
+	ctx := context.Background()
+	withSASL := MirrorRecord{Name: "m", Source: SourceConnection{
+		BootstrapServers: src.Addrs(), SASL: &SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin-secret"},
+	}}
+
+	// Without a secret key, a credential cannot be stored: the caller's configuration error.
+	keyless, err := Open(ctx, Config{Destination: dst.Client(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = keyless.CreateClusterMirror(ctx, withSASL)
+	var ce *CommandError
+	if !errors.As(err, &ce) || ce.Code != CodeInvalidClusterMirrorConfig || !strings.Contains(ce.Message, "KAFKAMIRROR_SECRET_KEY") {
+		t.Fatalf("secret without a key: %v", err)
+	}
+	keyless.Close()
+
+	e := openEngine(t, dst)
+	if _, err := e.CreateClusterMirror(ctx, withSASL); err != nil {
+		t.Fatal(err)
+	}
+	// A sync-only update keeps the stored connection, password included.
+	if _, err := e.UpdateClusterMirror(ctx, MirrorRecord{Name: "m", Sync: SyncSettings{Interval: time.Minute, ACLs: true}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := e.store.Mirror("m")
+	if got.Source.SASL == nil || got.Source.SASL.Password != "admin-secret" || !got.Sync.ACLs || got.Sync.Interval != time.Minute {
+		t.Fatalf("after a sync-only update: source %+v sync %+v", got.Source, got.Sync)
+	}
+}

@@ -10,6 +10,7 @@ package mirrorengine
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"time"
@@ -64,6 +65,9 @@ func (s State) String() string {
 	}
 	return stateNames[s]
 }
+
+// LogValue makes log lines show the state's name whatever the handler.
+func (s State) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // ParseState returns the state whose KIP name is s. The match is exact
 // (upper case), because the names are a persisted format, not user input.
