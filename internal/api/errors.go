@@ -1,0 +1,100 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// The error codes of the API: the KIP-1279 error names the engine uses, plus the few the
+// HTTP layer adds (AUTHENTICATION_FAILED, COORDINATOR_LOAD_IN_PROGRESS).
+const (
+	CodeUnknownClusterMirror        = "UNKNOWN_CLUSTER_MIRROR"
+	CodeClusterMirrorAlreadyExists  = "CLUSTER_MIRROR_ALREADY_EXISTS"
+	CodeClusterMirrorNotEmpty       = "CLUSTER_MIRROR_NOT_EMPTY"
+	CodeInvalidClusterMirrorName    = "INVALID_CLUSTER_MIRROR_NAME"
+	CodeInvalidClusterMirrorConfig  = "INVALID_CLUSTER_MIRROR_CONFIG"
+	CodeTopicAlreadyInClusterMirror = "TOPIC_ALREADY_IN_CLUSTER_MIRROR"
+	CodeTopicNotInClusterMirror     = "TOPIC_NOT_IN_CLUSTER_MIRROR"
+	CodeInvalidMirrorPartitionState = "INVALID_MIRROR_PARTITION_STATE"
+	CodeMirrorTopicAlreadyStopped   = "MIRROR_TOPIC_ALREADY_STOPPED"
+	CodeSourceClusterIDMismatch     = "SOURCE_CLUSTER_ID_MISMATCH"
+	CodeSourceClusterUnreachable    = "SOURCE_CLUSTER_UNREACHABLE"
+	CodeUnknownTopicOrPartition     = "UNKNOWN_TOPIC_OR_PARTITION"
+	CodeInvalidTopic                = "INVALID_TOPIC_EXCEPTION"
+	CodeInvalidRequest              = "INVALID_REQUEST"
+	CodeClusterAuthorizationFailed  = "CLUSTER_AUTHORIZATION_FAILED"
+	CodeUnknownServerError          = "UNKNOWN_SERVER_ERROR"
+
+	// CodeAuthenticationFailed: no or a wrong bearer token (401).
+	CodeAuthenticationFailed = "AUTHENTICATION_FAILED"
+	// CodeCoordinatorLoadInProgress: the worker is still loading __mirror_state (503), the
+	// Kafka name for a coordinator that is not ready yet. Clients retry it.
+	CodeCoordinatorLoadInProgress = "COORDINATOR_LOAD_IN_PROGRESS"
+)
+
+// StatusFor is the HTTP status the worker answers an error code with. It is part of the
+// contract because the client's retry rule depends on it: 5xx is retried, 4xx never.
+// Refusals the caller must fix are 4xx; only failures that may pass by themselves (an
+// unreachable cluster, a worker that is loading, an internal error) are 5xx.
+func StatusFor(code string) int {
+	switch code {
+	case CodeUnknownClusterMirror, CodeTopicNotInClusterMirror, CodeUnknownTopicOrPartition:
+		return http.StatusNotFound
+	case CodeClusterMirrorAlreadyExists, CodeClusterMirrorNotEmpty, CodeTopicAlreadyInClusterMirror,
+		CodeMirrorTopicAlreadyStopped, CodeSourceClusterIDMismatch:
+		return http.StatusConflict
+	case CodeAuthenticationFailed:
+		return http.StatusUnauthorized
+	case CodeSourceClusterUnreachable, CodeClusterAuthorizationFailed:
+		// The worker is a gateway to the clusters: the cluster failed or refused it, not
+		// the caller. CLUSTER_AUTHORIZATION_FAILED is the worker's own principal lacking a
+		// right on a cluster; a 403 would wrongly blame the API caller.
+		return http.StatusBadGateway
+	case CodeCoordinatorLoadInProgress:
+		return http.StatusServiceUnavailable
+	}
+	if strings.HasPrefix(code, "INVALID_") {
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// ErrorBody is the JSON body of every non-2xx answer.
+type ErrorBody struct {
+	ErrorCode string `json:"error_code"`
+	Message   string `json:"message"`
+}
+
+// Error is a request the worker refused or failed (a non-2xx answer), or a failed topic of
+// a topic command (Status 0).
+type Error struct {
+	// Status is the HTTP status; 0 for a per-topic result.
+	Status int
+	// Code is the error name (the Code* constants); empty when the answer had no error body
+	// (for example from a proxy in front of the worker).
+	Code    string
+	Message string
+}
+
+// Error formats the status, code and message.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("kafkamirror worker: ")
+	if e.Status != 0 {
+		fmt.Fprintf(&b, "HTTP %d: ", e.Status)
+	}
+	if e.Code != "" {
+		b.WriteString(e.Code)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// IsCode reports whether err is (or wraps) an *Error with the given code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}

@@ -1,0 +1,223 @@
+// Package api is the worker's HTTP API v1: the request and response types, the error codes
+// and the client. It is the whole contract between the worker and the Terraform provider:
+// the provider imports this package and never the engine, so everything a client may rely
+// on is spelled out here (JSON names in snake_case, as in DESIGN.md's route table).
+//
+// Routes (every /v1 route needs "Authorization: Bearer <token>"):
+//
+//	POST   /v1/mirrors                              CreateMirrorRequest → Mirror (201)
+//	GET    /v1/mirrors                              → MirrorList
+//	GET    /v1/mirrors/{mirror}                     → Mirror
+//	PATCH  /v1/mirrors/{mirror}                     UpdateMirrorRequest → Mirror
+//	DELETE /v1/mirrors/{mirror}                     → 204
+//	GET    /v1/mirrors/{mirror}/source-topics       ?pattern=REGEX → SourceTopics
+//	POST   /v1/mirrors/{mirror}/topics/start        TopicsRequest (with divergence) → TopicResults
+//	POST   /v1/mirrors/{mirror}/topics/stop         TopicsRequest → TopicResults
+//	POST   /v1/mirrors/{mirror}/topics/pause        TopicsRequest → TopicResults
+//	POST   /v1/mirrors/{mirror}/topics/resume       TopicsRequest → TopicResults
+//	GET    /v1/mirrors/{mirror}/topics/{topic}      → Topic
+//	GET    /metrics, /healthz, /readyz              no token
+//
+// A failed request has a non-2xx status and an ErrorBody; the client returns it as *Error.
+package api
+
+import "time"
+
+// CreateMirrorRequest is the body of POST /v1/mirrors (the KIP's CreateClusterMirror).
+type CreateMirrorRequest struct {
+	// Name is the mirror's name: Kafka topic-name rules, not ending in ".paused" or ".removed".
+	Name string `json:"name"`
+	// Source is how the worker connects to the source cluster.
+	Source SourceConnection `json:"source"`
+	// SourceClusterID, when set, is the cluster id the source must have; the create fails
+	// with SOURCE_CLUSTER_ID_MISMATCH otherwise. Empty: the mirror binds to whatever id the
+	// source has now.
+	SourceClusterID string `json:"source_cluster_id,omitempty"`
+	// Sync holds the metadata sync settings; nil means DefaultSync.
+	Sync *SyncSettings `json:"sync,omitempty"`
+}
+
+// UpdateMirrorRequest is the body of PATCH /v1/mirrors/{mirror}: new credentials or new sync
+// settings. A nil field keeps the current value. A given Source replaces the whole source
+// connection, secrets included: secrets are write-only, so a client that changes any source
+// setting sends the secrets again.
+type UpdateMirrorRequest struct {
+	Source *SourceConnection `json:"source,omitempty"`
+	Sync   *SyncSettings     `json:"sync,omitempty"`
+}
+
+// SourceConnection is the connection to a source cluster. In requests it carries secrets
+// (SASL.Password, TLS.ClientKeyPEM); in responses the worker never fills them, and TLS is an
+// empty object when TLS is on (the worker does not echo PEM data).
+type SourceConnection struct {
+	// BootstrapServers are the source's host:port seeds.
+	BootstrapServers []string `json:"bootstrap_servers"`
+	// TLS is nil for plaintext.
+	TLS *TLS `json:"tls,omitempty"`
+	// SASL is nil for no SASL.
+	SASL *SASL `json:"sasl,omitempty"`
+}
+
+// TLS configures TLS to a source cluster. PEM data is given inline because the worker may
+// run on another machine than the client.
+type TLS struct {
+	CACertPEM     string `json:"ca_cert_pem,omitempty"`
+	ClientCertPEM string `json:"client_cert_pem,omitempty"`
+	// ClientKeyPEM is write-only: stored encrypted, never returned.
+	ClientKeyPEM       string `json:"client_key_pem,omitempty"`
+	InsecureSkipVerify bool   `json:"insecure_skip_verify,omitempty"`
+	ServerName         string `json:"server_name,omitempty"`
+}
+
+// SASL configures SASL to a source cluster.
+type SASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism string `json:"mechanism"`
+	Username  string `json:"username"`
+	// Password is write-only: stored encrypted, never returned.
+	Password string `json:"password,omitempty"`
+}
+
+// SyncSettings are a mirror's metadata sync settings (the KIP's MirrorMetadataManager).
+// When a request gives them, every field is taken as given; only an empty Interval falls
+// back to DefaultSyncInterval.
+type SyncSettings struct {
+	// Interval is a Go duration ("30s", "1m").
+	Interval            string   `json:"interval,omitempty"`
+	TopicConfigs        bool     `json:"topic_configs"`
+	TopicConfigExcludes []string `json:"topic_config_excludes,omitempty"`
+	ConsumerGroups      bool     `json:"consumer_groups"`
+	GroupIncludes       []string `json:"group_includes,omitempty"`
+	GroupExcludes       []string `json:"group_excludes,omitempty"`
+	ACLs                bool     `json:"acls"`
+}
+
+// DefaultSyncInterval is the KIP's mirror.metadata.refresh.interval.ms default.
+const DefaultSyncInterval = time.Minute
+
+// DefaultSync is what a mirror created without sync settings gets: everything synced,
+// every DefaultSyncInterval.
+func DefaultSync() SyncSettings {
+	return SyncSettings{Interval: DefaultSyncInterval.String(), TopicConfigs: true, ConsumerGroups: true, ACLs: true}
+}
+
+// Mirror describes a cluster mirror (the KIP's DescribeClusterMirrors). It never holds a
+// secret.
+type Mirror struct {
+	Name            string           `json:"name"`
+	Source          SourceConnection `json:"source"`
+	SourceClusterID string           `json:"source_cluster_id"`
+	Sync            SyncSettings     `json:"sync"`
+	CreatedAt       time.Time        `json:"created_at"`
+	// Topics are the topics whose mirror.name names this mirror, in any state, sorted.
+	Topics     []string `json:"topics"`
+	TopicCount int      `json:"topic_count"`
+}
+
+// MirrorList is the body of GET /v1/mirrors (the KIP's ListClusterMirrors), sorted by name.
+type MirrorList struct {
+	Mirrors []Mirror `json:"mirrors"`
+}
+
+// SourceTopics is the body of GET /v1/mirrors/{mirror}/source-topics: the source's topic
+// names matching the pattern, internal topics excluded, sorted.
+type SourceTopics struct {
+	Topics []string `json:"topics"`
+}
+
+// The divergence policies of a start (DESIGN.md "PREPARING").
+const (
+	// DivergenceFail refuses to start when the destination has records the source lacks.
+	DivergenceFail = "fail"
+	// DivergenceRecreate deletes and recreates such a destination topic.
+	DivergenceRecreate = "recreate"
+)
+
+// TopicsRequest is the body of the topic commands. Divergence is accepted by start only
+// (empty means DivergenceFail).
+type TopicsRequest struct {
+	Topics     []string `json:"topics"`
+	Divergence string   `json:"divergence,omitempty"`
+}
+
+// TopicResults is a topic command's answer: one result per requested topic, in request
+// order. The request itself succeeded (200) even when some topics failed.
+type TopicResults struct {
+	Results []TopicResult `json:"results"`
+}
+
+// TopicResult is one topic's outcome; ErrorCode is empty on success.
+type TopicResult struct {
+	Topic     string `json:"topic"`
+	ErrorCode string `json:"error_code,omitempty"`
+	Message   string `json:"message,omitempty"`
+}
+
+// Err returns the result's failure as an *Error (with Status 0: the request succeeded), or
+// nil.
+func (r TopicResult) Err() error {
+	if r.ErrorCode == "" {
+		return nil
+	}
+	return &Error{Code: r.ErrorCode, Message: r.Message}
+}
+
+// The desired states of a mirrored topic, from its mirror.name suffix.
+const (
+	DesiredMirroring = "mirroring"
+	DesiredPaused    = "paused"
+	DesiredStopped   = "stopped"
+)
+
+// The partition states, with the KIP's names.
+const (
+	StateUnknown   = "UNKNOWN"
+	StatePreparing = "PREPARING"
+	StateMirroring = "MIRRORING"
+	StatePausing   = "PAUSING"
+	StatePaused    = "PAUSED"
+	StateStopping  = "STOPPING"
+	StateStopped   = "STOPPED"
+	StateFailed    = "FAILED"
+)
+
+// States lists the partition states in the KIP's order.
+var States = []string{StateUnknown, StatePreparing, StateMirroring, StatePausing, StatePaused, StateStopping, StateStopped, StateFailed}
+
+// Topic describes a mirrored topic: GET /v1/mirrors/{mirror}/topics/{topic}.
+type Topic struct {
+	Mirror string `json:"mirror"`
+	Topic  string `json:"topic"`
+	// MirrorName is the KIP's mirror.name value, with its ".paused" or ".removed" suffix.
+	MirrorName string `json:"mirror_name"`
+	// DesiredState is DesiredMirroring, DesiredPaused or DesiredStopped.
+	DesiredState string      `json:"desired_state"`
+	Partitions   []Partition `json:"partitions"`
+}
+
+// Partition is one partition's line of the KIP's describe table.
+type Partition struct {
+	Partition int32 `json:"partition"`
+	// State is the KIP's state name (StateMirroring, ...).
+	State string `json:"state"`
+	// SourceOffset is the source high watermark, -1 when the source could not be asked.
+	SourceOffset int64 `json:"source_offset"`
+	// DestinationOffset is the destination end offset, -1 when unknown.
+	DestinationOffset int64 `json:"destination_offset"`
+	// Lag is SourceOffset - DestinationOffset, 0 when either is unknown.
+	Lag int64 `json:"lag"`
+	// LastMirroredOffset and LastMirroredEpoch are recorded at stop; -1 before.
+	LastMirroredOffset int64 `json:"last_mirrored_offset"`
+	LastMirroredEpoch  int32 `json:"last_mirrored_epoch"`
+	// Error is the failure of a FAILED partition.
+	Error string `json:"error"`
+	// RetryAttempt counts automatic retries; -1 means the failure is not retryable and waits
+	// for the operator.
+	RetryAttempt int16 `json:"retry_attempt"`
+}
+
+// Health is the body of /healthz and /readyz.
+type Health struct {
+	Status  string `json:"status"` // "ok" or "unavailable"
+	Message string `json:"message,omitempty"`
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// load runs the configuration path of `run` in-process: flags, then loadConfig, then
+// validate.
+func load(t *testing.T, args []string, env map[string]string) (Config, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	values, configPath := registerSettings(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("flags %v: %v", args, err)
+	}
+	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	cfg, err := loadConfig(values, *configPath, getenv)
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.validate(false)
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfigNames(t *testing.T) {
+	// Scripts and docs rely on these exact names (DESIGN.md's table).
+	for key, want := range map[string][2]string{
+		"destination.bootstrap_servers": {"KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS", "destination-bootstrap-servers"},
+		"api.listen":                    {"KAFKAMIRROR_API_LISTEN", "api-listen"},
+		"api.token":                     {"KAFKAMIRROR_API_TOKEN", "api-token"},
+		"secret_key":                    {"KAFKAMIRROR_SECRET_KEY", "secret-key"},
+	} {
+		s := settingByKey(key)
+		if s == nil || s.env() != want[0] || s.flag() != want[1] {
+			t.Errorf("%s: got %v", key, s)
+		}
+	}
+	if configEnv != "KAFKAMIRROR_CONFIG" {
+		t.Errorf("config env %s", configEnv)
+	}
+	if d := defaultConfig(); d.API.Listen != "127.0.0.1:8080" {
+		t.Errorf("default listen %s", d.API.Listen)
+	}
+}
+
+func TestConfigPrecedenceFileEnvFlags(t *testing.T) {
+	file := writeFile(t, "worker.yaml", `
+destination:
+  bootstrap_servers: [file-a:9092, file-b:9092]
+  sasl:
+    mechanism: SCRAM-SHA-512
+    username: file-user
+    password: file-pass
+api:
+  listen: 127.0.0.1:1001
+  token: file-token
+secret_key: file-secret-key-0123456789
+retry:
+  max_attempts: 3
+  initial_backoff: 1s
+  max_backoff: 10s
+log:
+  format: text
+  level: debug
+state:
+  topic: __custom_state
+`)
+	env := map[string]string{
+		"KAFKAMIRROR_CONFIG":     file,
+		"KAFKAMIRROR_API_LISTEN": "127.0.0.1:1002",
+		"KAFKAMIRROR_API_TOKEN":  "env-token",
+		"KAFKAMIRROR_LOG_LEVEL":  "warn",
+	}
+	cfg, err := load(t, []string{"--api-listen", "127.0.0.1:1003", "--log-level=error", "--destination-tls-enabled"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"bootstrap from the file (a YAML list)", cfg.Destination.BootstrapServers, []string{"file-a:9092", "file-b:9092"}},
+		{"listen: flag over env over file", cfg.API.Listen, "127.0.0.1:1003"},
+		{"token: env over file", cfg.API.Token, "env-token"},
+		{"log level: flag over env", cfg.Log.Level, "error"},
+		{"log format from the file", cfg.Log.Format, "text"},
+		{"secret key from the file", cfg.SecretKey, "file-secret-key-0123456789"},
+		{"sasl from the file", cfg.Destination.SASL, SASLConfig{"SCRAM-SHA-512", "file-user", "file-pass"}},
+		{"retry", cfg.Retry, RetryConfig{time.Second, 10 * time.Second, 3}},
+		{"state topic", cfg.State.Topic, "__custom_state"},
+		{"bool flag without a value", cfg.Destination.TLS.Enabled, true},
+	}
+	for _, c := range checks {
+		if !equal(c.got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.what, c.got, c.want)
+		}
+	}
+
+	// --config wins over KAFKAMIRROR_CONFIG; the environment still wins over that file.
+	other := writeFile(t, "other.yaml", "destination:\n  bootstrap_servers: other:1\napi:\n  token: other-token\n")
+	cfg, err = load(t, []string{"--config", other}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equal(cfg.Destination.BootstrapServers, []string{"other:1"}) || cfg.API.Token != "env-token" {
+		t.Errorf("--config: bootstrap %v token %q", cfg.Destination.BootstrapServers, cfg.API.Token)
+	}
+
+	// Environment over file for a list given as a comma-separated string.
+	cfg, err = load(t, nil, map[string]string{"KAFKAMIRROR_CONFIG": other, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS": "e1:1, e2:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equal(cfg.Destination.BootstrapServers, []string{"e1:1", "e2:2"}) {
+		t.Errorf("env bootstrap %v", cfg.Destination.BootstrapServers)
+	}
+}
+
+func equal(a, b any) bool {
+	if as, ok := a.([]string); ok {
+		bs, ok := b.([]string)
+		return ok && slices.Equal(as, bs)
+	}
+	return a == b
+}
+
+func TestConfigValidationNamesTheSetting(t *testing.T) {
+	ok := map[string]string{"KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS": "h:9092", "KAFKAMIRROR_API_TOKEN": "t0ken"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range ok {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == "" {
+				delete(m, kv[i])
+			} else {
+				m[kv[i]] = kv[i+1]
+			}
+		}
+		return m
+	}
+	badFile := writeFile(t, "bad.yaml", "api:\n  listen: 127.0.0.1:1\n  tokn: x\n")
+	cases := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    []string // substrings of the message
+		notWant string   // a secret that must not be echoed
+	}{
+		{"no destination", nil, with("KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS", ""),
+			[]string{"destination.bootstrap_servers", "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS", "--destination-bootstrap-servers", "required"}, ""},
+		{"bad bootstrap", []string{"--destination-bootstrap-servers", "nohostport"}, ok,
+			[]string{"--destination-bootstrap-servers", `"nohostport" is not host:port`}, ""},
+		{"no token", nil, with("KAFKAMIRROR_API_TOKEN", ""),
+			[]string{"api.token", "KAFKAMIRROR_API_TOKEN", "--api-token", "required"}, ""},
+		{"bad listen", nil, with("KAFKAMIRROR_API_LISTEN", "localhost"),
+			[]string{"KAFKAMIRROR_API_LISTEN", `"localhost" is not host:port`}, ""},
+		{"short secret key", []string{"--secret-key", "tiny-secret"}, ok,
+			[]string{"KAFKAMIRROR_SECRET_KEY", "11 bytes", "at least 16"}, "tiny-secret"},
+		{"bad bool", nil, with("KAFKAMIRROR_DESTINATION_TLS_ENABLED", "maybe"),
+			[]string{"KAFKAMIRROR_DESTINATION_TLS_ENABLED", "from the environment", `"maybe" is not a boolean`}, ""},
+		{"bad duration", []string{"--retry-max-backoff", "soon"}, ok,
+			[]string{"retry.max_backoff", "from the command line", "not a duration"}, ""},
+		{"backoffs inverted", []string{"--retry-initial-backoff", "10s", "--retry-max-backoff", "1s"}, ok,
+			[]string{"retry.max_backoff", "shorter than", "retry.initial_backoff"}, ""},
+		{"bad log format", []string{"--log-format", "xml"}, ok, []string{"log.format", "KAFKAMIRROR_LOG_FORMAT", `json or text, not "xml"`}, ""},
+		{"bad log level", nil, with("KAFKAMIRROR_LOG_LEVEL", "loud"), []string{"--log-level", `not "loud"`}, ""},
+		{"unknown mechanism", []string{"--destination-sasl-mechanism", "GSSAPI", "--destination-sasl-username", "u"}, ok,
+			[]string{"destination.sasl.mechanism", "GSSAPI"}, ""},
+		{"sasl without user", []string{"--destination-sasl-mechanism", "PLAIN", "--destination-sasl-password", "pw-secret-1"}, ok,
+			[]string{"destination.sasl.username", "required"}, "pw-secret-1"},
+		{"password without mechanism", []string{"--destination-sasl-password", "pw-secret-2"}, ok,
+			[]string{"destination.sasl.mechanism", "required"}, "pw-secret-2"},
+		{"missing CA file", []string{"--destination-tls-ca-file", "/nonexistent/ca.pem"}, ok,
+			[]string{"destination.tls.ca_file", "KAFKAMIRROR_DESTINATION_TLS_CA_FILE", "/nonexistent/ca.pem"}, ""},
+		{"api cert without key", []string{"--api-tls-cert-file", "/x.pem"}, ok,
+			[]string{"api.tls.cert_file", "api.tls.key_file", "together"}, ""},
+		{"state partitions", nil, with("KAFKAMIRROR_STATE_PARTITIONS", "0"), []string{"state.partitions", "at least 1"}, ""},
+		{"state partitions not a number", nil, with("KAFKAMIRROR_STATE_PARTITIONS", "many"), []string{"KAFKAMIRROR_STATE_PARTITIONS", "not an integer"}, ""},
+		{"bad state topic", []string{"--state-topic", "a/b"}, ok, []string{"state.topic", `"a/b"`}, ""},
+		{"unknown file key", []string{"--config", badFile}, ok, []string{badFile, "line 3", `unknown setting "api.tokn"`}, ""},
+		{"missing file", nil, with("KAFKAMIRROR_CONFIG", "/nonexistent/worker.yaml"), []string{"KAFKAMIRROR_CONFIG", "/nonexistent/worker.yaml"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := load(t, c.args, c.env)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if _, ok := err.(*configError); !ok {
+				t.Errorf("error %T, want *configError (exit code 2)", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message %q lacks %q", err, w)
+				}
+			}
+			if c.notWant != "" && strings.Contains(err.Error(), c.notWant) {
+				t.Errorf("message %q echoes a secret", err)
+			}
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := load(t, nil, map[string]string{"KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS": "h:1", "KAFKAMIRROR_API_TOKEN": "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaultConfig()
+	want.Destination.BootstrapServers = []string{"h:1"}
+	want.API.Token = "t"
+	if cfg.API != want.API || cfg.State != want.State || cfg.Retry != want.Retry || cfg.Log != want.Log || cfg.SecretKey != "" {
+		t.Fatalf("got %+v, want %+v", cfg, want)
+	}
+}
+
+func TestInvalidConfigExitsWithCode2(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"run", "--destination-bootstrap-servers", "h:1"}, &stdout, &stderr, func(string) (string, bool) { return "", false })
+	if code != 2 {
+		t.Fatalf("exit code %d, want 2", code)
+	}
+	if !strings.Contains(stderr.String(), "KAFKAMIRROR_API_TOKEN") {
+		t.Fatalf("stderr %q does not name the setting", stderr.String())
+	}
+	if code := realMain([]string{"bogus"}, &stdout, &stderr, func(string) (string, bool) { return "", false }); code != 2 {
+		t.Fatalf("unknown command: exit code %d", code)
+	}
+}

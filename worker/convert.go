@@ -1,0 +1,117 @@
+package main
+
+// Conversions between the API's wire types and the engine's. Responses are built only from
+// the engine's descriptions (MirrorDescription has no secret fields), never from a
+// MirrorRecord, so no code path can echo a password or a client key.
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+)
+
+func sourceFromAPI(s api.SourceConnection) mirrorengine.SourceConnection {
+	out := mirrorengine.SourceConnection{BootstrapServers: s.BootstrapServers}
+	if t := s.TLS; t != nil {
+		out.TLS = &mirrorengine.TLSSettings{
+			CACertPEM: t.CACertPEM, ClientCertPEM: t.ClientCertPEM, ClientKeyPEM: t.ClientKeyPEM,
+			InsecureSkipVerify: t.InsecureSkipVerify, ServerName: t.ServerName,
+		}
+	}
+	if a := s.SASL; a != nil {
+		out.SASL = &mirrorengine.SASLSettings{Mechanism: a.Mechanism, Username: a.Username, Password: a.Password}
+	}
+	return out
+}
+
+func syncFromAPI(s *api.SyncSettings) (mirrorengine.SyncSettings, error) {
+	if s == nil {
+		d := api.DefaultSync()
+		s = &d
+	}
+	interval := api.DefaultSyncInterval
+	if s.Interval != "" {
+		d, err := time.ParseDuration(s.Interval)
+		if err != nil || d <= 0 {
+			return mirrorengine.SyncSettings{}, badRequest(api.CodeInvalidClusterMirrorConfig, "sync.interval: %q is not a positive duration (like 30s or 1m)", s.Interval)
+		}
+		interval = d
+	}
+	return mirrorengine.SyncSettings{
+		Interval: interval, TopicConfigs: s.TopicConfigs, TopicConfigExcludes: s.TopicConfigExcludes,
+		ConsumerGroups: s.ConsumerGroups, GroupIncludes: s.GroupIncludes, GroupExcludes: s.GroupExcludes, ACLs: s.ACLs,
+	}, nil
+}
+
+func syncToAPI(s mirrorengine.SyncSettings) api.SyncSettings {
+	out := api.SyncSettings{
+		TopicConfigs: s.TopicConfigs, TopicConfigExcludes: s.TopicConfigExcludes,
+		ConsumerGroups: s.ConsumerGroups, GroupIncludes: s.GroupIncludes, GroupExcludes: s.GroupExcludes, ACLs: s.ACLs,
+	}
+	if s.Interval > 0 {
+		out.Interval = s.Interval.String()
+	}
+	return out
+}
+
+// mirrorToAPI builds the answer about a mirror. TLS is an empty object when on: the engine
+// does not hand PEM data back, and a client key must never be returned anyway.
+func mirrorToAPI(d mirrorengine.MirrorDescription) api.Mirror {
+	out := api.Mirror{
+		Name:            d.Name,
+		Source:          api.SourceConnection{BootstrapServers: d.SourceBootstrapServers},
+		SourceClusterID: d.SourceClusterID,
+		Sync:            syncToAPI(d.Sync),
+		CreatedAt:       d.CreatedAt,
+		Topics:          d.Topics,
+		TopicCount:      len(d.Topics),
+	}
+	if out.Source.BootstrapServers == nil {
+		out.Source.BootstrapServers = []string{}
+	}
+	if out.Topics == nil {
+		out.Topics = []string{}
+	}
+	if d.TLS {
+		out.Source.TLS = &api.TLS{}
+	}
+	if d.SASLMechanism != "" {
+		out.Source.SASL = &api.SASL{Mechanism: d.SASLMechanism, Username: d.SASLUsername}
+	}
+	return out
+}
+
+func topicToAPI(d mirrorengine.TopicDescription) api.Topic {
+	out := api.Topic{
+		Mirror: d.Mirror, Topic: d.Topic, MirrorName: d.MirrorName, DesiredState: d.Desired.String(),
+		Partitions: make([]api.Partition, 0, len(d.Partitions)),
+	}
+	for _, p := range d.Partitions {
+		out.Partitions = append(out.Partitions, api.Partition{
+			Partition: p.Partition, State: p.State.String(),
+			SourceOffset: p.SourceOffset, DestinationOffset: p.DestinationOffset, Lag: p.Lag,
+			LastMirroredOffset: p.LastMirroredOffset, LastMirroredEpoch: p.LastMirroredEpoch,
+			Error: p.Error, RetryAttempt: p.RetryAttempt,
+		})
+	}
+	return out
+}
+
+func resultsToAPI(rs []mirrorengine.TopicResult) api.TopicResults {
+	out := api.TopicResults{Results: make([]api.TopicResult, 0, len(rs))}
+	for _, r := range rs {
+		res := api.TopicResult{Topic: r.Topic}
+		if r.Err != nil {
+			res.ErrorCode, res.Message = string(r.Err.Code), r.Err.Message
+		}
+		out.Results = append(out.Results, res)
+	}
+	return out
+}
+
+// badRequest is a refusal with a 4xx status derived from the code.
+func badRequest(code, format string, args ...any) *api.Error {
+	return &api.Error{Status: api.StatusFor(code), Code: code, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,185 @@
+package main
+
+// Prometheus metrics. Counters and histograms are fed by the engine through the
+// mirrorengine.Observer interface (the engine knows no metrics library); partition states
+// and lag are read from the engine at scrape time, so they are never stale.
+//
+//	kafkamirror_partitions{state}                          partitions per KIP state
+//	kafkamirror_<state>_partition_state                    the same, one gauge per state, named
+//	                                                       after the KIP's <State>PartitionState
+//	kafkamirror_partition_lag{mirror,topic,partition}      source HW - destination end offset
+//	kafkamirror_max_lag{mirror}                            the KIP's MaxLag, per mirror
+//	kafkamirror_mirrored_records_total{mirror,topic}       offsets written to the destination
+//	kafkamirror_mirrored_bytes_total{mirror,topic}         bytes written (the KIP's ReplicationBytesIn)
+//	kafkamirror_fetch_latency_seconds                      source fetch latency
+//	kafkamirror_produce_latency_seconds                    destination produce latency
+//	kafkamirror_partition_failures_total{mirror,topic,retryable}
+//	kafkamirror_partition_retries_total{mirror,topic}
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+)
+
+// scrapeTimeout bounds the offset requests a scrape makes for the lag gauges.
+const scrapeTimeout = 5 * time.Second
+
+// metrics implements mirrorengine.Observer and serves /metrics.
+type metrics struct {
+	reg       *prometheus.Registry
+	records   *prometheus.CounterVec
+	bytes     *prometheus.CounterVec
+	fetch     prometheus.Histogram
+	produce   prometheus.Histogram
+	failures  *prometheus.CounterVec
+	retries   *prometheus.CounterVec
+	collector *engineCollector
+}
+
+var _ mirrorengine.Observer = (*metrics)(nil)
+
+func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
+	// Latencies from sub-millisecond (loopback) to tens of seconds (a stalled broker).
+	buckets := prometheus.ExponentialBuckets(0.0005, 2.5, 14)
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_mirrored_records_total", Help: "Offsets (records, markers and fillers) written to destination partitions.",
+		}, []string{"mirror", "topic"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_mirrored_bytes_total", Help: "Record batch bytes written to destination partitions (the KIP's ReplicationBytesIn).",
+		}, []string{"mirror", "topic"}),
+		fetch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kafkamirror_fetch_latency_seconds", Help: "Latency of fetch requests to source clusters.", Buckets: buckets,
+		}),
+		produce: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kafkamirror_produce_latency_seconds", Help: "Latency of produce requests to the destination cluster.", Buckets: buckets,
+		}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_partition_failures_total", Help: "Partitions entering FAILED.",
+		}, []string{"mirror", "topic", "retryable"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_partition_retries_total", Help: "Automatic retries of FAILED partitions.",
+		}, []string{"mirror", "topic"}),
+		collector: newEngineCollector(slot, log),
+	}
+	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.failures, m.retries, m.collector,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler(log *slog.Logger) http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
+}
+
+// Mirrored implements mirrorengine.Observer.
+func (m *metrics) Mirrored(mirror, topic string, _ int32, records, bytes int64) {
+	m.records.WithLabelValues(mirror, topic).Add(float64(records))
+	m.bytes.WithLabelValues(mirror, topic).Add(float64(bytes))
+}
+
+// FetchLatency implements mirrorengine.Observer.
+func (m *metrics) FetchLatency(d time.Duration) { m.fetch.Observe(d.Seconds()) }
+
+// ProduceLatency implements mirrorengine.Observer.
+func (m *metrics) ProduceLatency(d time.Duration) { m.produce.Observe(d.Seconds()) }
+
+// Failed implements mirrorengine.Observer.
+func (m *metrics) Failed(mirror, topic string, _ int32, retryable bool) {
+	m.failures.WithLabelValues(mirror, topic, strconv.FormatBool(retryable)).Inc()
+}
+
+// Retried implements mirrorengine.Observer.
+func (m *metrics) Retried(mirror, topic string, _ int32) {
+	m.retries.WithLabelValues(mirror, topic).Inc()
+}
+
+// engineCollector reads states and lag from the engine at scrape time.
+type engineCollector struct {
+	slot       *engineSlot
+	log        *slog.Logger
+	partitions *prometheus.Desc
+	perState   map[string]*prometheus.Desc
+	lag        *prometheus.Desc
+	maxLag     *prometheus.Desc
+}
+
+// statePascal turns "MIRRORING" into "Mirroring", for the KIP's gauge names in help texts.
+func statePascal(s string) string { return s[:1] + strings.ToLower(s[1:]) }
+
+func newEngineCollector(slot *engineSlot, log *slog.Logger) *engineCollector {
+	c := &engineCollector{
+		slot: slot, log: log,
+		partitions: prometheus.NewDesc("kafkamirror_partitions", "Mirrored partitions per KIP-1279 partition state.", []string{"state"}, nil),
+		perState:   map[string]*prometheus.Desc{},
+		lag: prometheus.NewDesc("kafkamirror_partition_lag", "Source high watermark minus destination end offset, per mirrored partition.",
+			[]string{"mirror", "topic", "partition"}, nil),
+		maxLag: prometheus.NewDesc("kafkamirror_max_lag", "The largest partition lag of a mirror (the KIP's MaxLag).", []string{"mirror"}, nil),
+	}
+	for _, s := range api.States {
+		c.perState[s] = prometheus.NewDesc("kafkamirror_"+strings.ToLower(s)+"_partition_state",
+			"Mirrored partitions in state "+s+" (the KIP's "+statePascal(s)+"PartitionState).", nil, nil)
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.partitions
+	for _, d := range c.perState {
+		ch <- d
+	}
+	ch <- c.lag
+	ch <- c.maxLag
+}
+
+// Collect implements prometheus.Collector. Before the engine is open it reports nothing:
+// a zero would claim knowledge the worker does not have yet.
+func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	e := c.slot.get()
+	if e == nil {
+		return
+	}
+	counts := map[string]int{}
+	for s, n := range e.PartitionStates() {
+		counts[s.String()] += n
+	}
+	for _, s := range api.States {
+		ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(counts[s]), s)
+		ch <- prometheus.MustNewConstMetric(c.perState[s], prometheus.GaugeValue, float64(counts[s]))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	for _, m := range e.ListClusterMirrors() {
+		topics, err := e.DescribeMirrorTopics(ctx, m.Name)
+		if err != nil {
+			c.log.Debug("metrics: describing the mirror's topics failed", "mirror", m.Name, "error", err)
+			continue
+		}
+		var maxLag int64
+		known := false
+		for _, t := range topics {
+			for _, p := range t.Partitions {
+				if p.SourceOffset < 0 || p.DestinationOffset < 0 {
+					continue // unknown lag is left out rather than reported as 0
+				}
+				ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(p.Lag), m.Name, t.Topic, strconv.Itoa(int(p.Partition)))
+				maxLag, known = max(maxLag, p.Lag), true
+			}
+		}
+		if known {
+			ch <- prometheus.MustNewConstMetric(c.maxLag, prometheus.GaugeValue, float64(maxLag), m.Name)
+		}
+	}
+}

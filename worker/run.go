@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+)
+
+// shutdownTimeout bounds how long in-flight API requests may finish at shutdown.
+const shutdownTimeout = 20 * time.Second
+
+var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+
+// embeddedOptions are the demo mode's settings; they are flags only, since they make no
+// sense in a production configuration file.
+type embeddedOptions struct {
+	on                    bool
+	sourcePort, destPort  int
+	dataDir               string
+	generatedToken        bool
+	sourceAddrs, dstAddrs []string
+}
+
+// runCommand is `run` (and `demo`, with demo set): parse, validate, then serve until
+// SIGTERM or SIGINT.
+func runCommand(args []string, demo bool, stdout, stderr io.Writer, getenv func(string) (string, bool)) int {
+	name := "run"
+	if demo {
+		name = "demo"
+	}
+	fs := flag.NewFlagSet("kafkamirror-worker "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	values, configPath := registerSettings(fs)
+	var emb embeddedOptions
+	fs.BoolVar(&emb.on, "embedded", demo, "start two in-process Kafka clusters (source and destination) and mirror between them")
+	fs.IntVar(&emb.sourcePort, "source-port", 19092, "embedded mode: port of the source cluster (0: any free port)")
+	fs.IntVar(&emb.destPort, "destination-port", 29092, "embedded mode: port of the destination cluster (0: any free port)")
+	fs.StringVar(&emb.dataDir, "data-dir", "", "embedded mode: directory that keeps the clusters' data across restarts (default: in memory)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: kafkamirror-worker %s [flags]\n\nEvery setting can also come from the YAML file (--config) or the environment variable in brackets;\nflags win over the environment, which wins over the file.\n\n", name)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kafkamirror-worker %s: unexpected argument %q\n", name, fs.Arg(0))
+		return 2
+	}
+	cfg, err := loadConfig(values, *configPath, getenv)
+	if err == nil {
+		err = cfg.validate(emb.on)
+	}
+	if err == nil && emb.on && len(cfg.Destination.BootstrapServers) > 0 {
+		err = cfgErr("%s cannot be combined with embedded mode, which runs its own destination", settingByKey("destination.bootstrap_servers").names())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kafkamirror-worker: %v\n", err)
+		return 2
+	}
+	if emb.on && cfg.API.Token == "" {
+		// Embedded mode is for trying things out on one machine: a printed random token
+		// keeps the API authenticated without asking a newcomer for one.
+		cfg.API.Token, emb.generatedToken = randomToken(), true
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return run(ctx, cfg, emb, stdout, stderr)
+}
+
+func randomToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func newLogger(c LogConfig, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: logLevels[c.Level]}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(stringerHandler{slog.NewJSONHandler(w, opts)})
+}
+
+// stringerHandler logs values that have a String method as that string. The JSON handler
+// would otherwise marshal them as their underlying type, so a partition state would be
+// logged as 2 instead of MIRRORING; the text handler already uses String. Errors are left
+// alone: the JSON handler prints their messages already.
+type stringerHandler struct{ slog.Handler }
+
+// Handle implements slog.Handler.
+func (h stringerHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(stringify(a))
+		return true
+	})
+	return h.Handler.Handle(ctx, out)
+}
+
+// WithAttrs implements slog.Handler.
+func (h stringerHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	conv := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		conv[i] = stringify(a)
+	}
+	return stringerHandler{h.Handler.WithAttrs(conv)}
+}
+
+// WithGroup implements slog.Handler.
+func (h stringerHandler) WithGroup(name string) slog.Handler {
+	return stringerHandler{h.Handler.WithGroup(name)}
+}
+
+func stringify(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindGroup:
+		g := v.Group()
+		conv := make([]any, len(g))
+		for i, ga := range g {
+			conv[i] = stringify(ga)
+		}
+		return slog.Group(a.Key, conv...)
+	case slog.KindAny:
+		x := v.Any()
+		if _, isErr := x.(error); isErr {
+			return a
+		}
+		if s, ok := x.(fmt.Stringer); ok {
+			return slog.String(a.Key, s.String())
+		}
+	}
+	return a
+}
+
+// run serves the API and runs the engine until ctx ends; it returns the exit code.
+func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io.Writer) int {
+	log := newLogger(cfg.Log, stderr)
+	slog.SetDefault(log) // libraries that log through the default logger get the same format
+
+	if emb.on {
+		stopClusters, err := startEmbedded(&emb, log)
+		if err != nil {
+			log.Error("starting the embedded clusters failed", "error", err)
+			return 1
+		}
+		defer stopClusters()
+		cfg.Destination.BootstrapServers = emb.dstAddrs
+		fmt.Fprintf(stdout, "kafkamirror-worker embedded clusters:\n  source:      %s (cluster id %q)\n  destination: %s (cluster id %q)\n",
+			strings.Join(emb.sourceAddrs, ","), embeddedSourceID, strings.Join(emb.dstAddrs, ","), embeddedDestinationID)
+		if emb.generatedToken {
+			// Printed on stdout for the person at the terminal, never logged.
+			fmt.Fprintf(stdout, "  api token:   %s (generated; set KAFKAMIRROR_API_TOKEN to choose one)\n", cfg.API.Token)
+		}
+	}
+
+	var sealer *mirrorengine.Sealer
+	if cfg.SecretKey != "" {
+		var err error
+		if sealer, err = mirrorengine.NewSealer(cfg.SecretKey); err != nil {
+			fmt.Fprintf(stderr, "kafkamirror-worker: invalid configuration: %v\n", err)
+			return 2
+		}
+	}
+	conn, err := cfg.connection()
+	if err != nil {
+		fmt.Fprintf(stderr, "kafkamirror-worker: %v\n", err)
+		return 2
+	}
+	opts, err := mirrorengine.ClientOpts(conn)
+	if err != nil {
+		fmt.Fprintf(stderr, "kafkamirror-worker: invalid configuration: destination: %v\n", err)
+		return 2
+	}
+	dst, err := kgo.NewClient(append(opts, kgo.ClientID("kafkamirror-worker"))...)
+	if err != nil {
+		log.Error("creating the destination client failed", "error", err)
+		return 1
+	}
+	defer dst.Close()
+
+	log.Info("kafkamirror worker starting",
+		"destination", strings.Join(cfg.Destination.BootstrapServers, ","),
+		"destination_tls", cfg.Destination.TLS.on(), "destination_sasl_mechanism", cfg.Destination.SASL.Mechanism,
+		"api_listen", cfg.API.Listen, "api_tls", cfg.API.CertFile != "", "state_topic", cfg.State.Topic,
+		"secret_key_set", cfg.SecretKey != "", "retry_max_attempts", cfg.Retry.MaxAttempts)
+
+	slot := &engineSlot{}
+	m := newMetrics(slot, log)
+	srv := newServer(cfg.API.Token, sealer != nil, log, slot, m.handler(log))
+	ln, err := net.Listen("tcp", cfg.API.Listen)
+	if err != nil {
+		log.Error("the HTTP API cannot listen", "address", cfg.API.Listen, "error", err)
+		return 1
+	}
+	scheme := "http"
+	if cfg.API.CertFile != "" {
+		scheme = "https"
+	}
+	apiURL := scheme + "://" + ln.Addr().String()
+	httpSrv := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() {
+		if cfg.API.CertFile != "" {
+			serveErr <- httpSrv.ServeTLS(ln, cfg.API.CertFile, cfg.API.KeyFile)
+		} else {
+			serveErr <- httpSrv.Serve(ln)
+		}
+	}()
+	log.Info("HTTP API listening", "url", apiURL)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opened := make(chan *mirrorengine.Engine, 1)
+	go func() {
+		e := openEngine(runCtx, mirrorengine.Config{
+			Destination: dst,
+			Store: mirrorengine.StoreConfig{
+				Topic: cfg.State.Topic, Partitions: cfg.State.Partitions, ReplicationFactor: cfg.State.ReplicationFactor,
+				Sealer: sealer, Logger: log,
+			},
+			Retry:    mirrorengine.RetryPolicy{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, MaxAttempts: cfg.Retry.MaxAttempts},
+			Logger:   log,
+			Observer: m,
+		}, slot, log)
+		if e != nil {
+			slot.set(e)
+			line := "kafkamirror-worker ready: api=" + apiURL
+			if emb.on {
+				line += " source=" + strings.Join(emb.sourceAddrs, ",")
+			}
+			line += " destination=" + strings.Join(cfg.Destination.BootstrapServers, ",")
+			fmt.Fprintln(stdout, line)
+			log.Info("worker ready", "url", apiURL)
+		}
+		opened <- e
+	}()
+
+	code := 0
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-serveErr:
+		log.Error("the HTTP API stopped", "error", err)
+		code = 1
+	}
+	// Order matters: first let in-flight API commands finish, then stop the engine (which
+	// stops fetching and waits for in-flight produces), then the clients and clusters.
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancelShutdown()
+	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("HTTP API shutdown incomplete", "error", err)
+	}
+	cancel()
+	if e := <-opened; e != nil {
+		e.Close()
+	}
+	log.Info("kafkamirror worker stopped")
+	return code
+}
+
+// openEngine opens the engine, retrying with back-off until it succeeds or ctx ends (nil):
+// a destination that is down at start must not need a restart of the worker once it is up.
+func openEngine(ctx context.Context, cfg mirrorengine.Config, slot *engineSlot, log *slog.Logger) *mirrorengine.Engine {
+	backoff := 500 * time.Millisecond
+	for {
+		attemptCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		e, err := mirrorengine.Open(attemptCtx, cfg)
+		cancel()
+		if err == nil {
+			if ctx.Err() != nil {
+				e.Close()
+				return nil
+			}
+			return e
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, mirrorengine.ErrSecretKeyMismatch) || errors.Is(err, mirrorengine.ErrNoSecretKey) {
+			// Retrying cannot fix the key; say so loudly but keep serving /healthz.
+			log.Error("cannot load __mirror_state: the secret key does not open the stored credentials", "error", err)
+		} else {
+			log.Warn("opening the engine failed; retrying", "error", err, "backoff", backoff)
+		}
+		slot.setWaiting(err.Error())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// The embedded clusters' ids, fixed so that a restarted demo (same --data-dir) and the
+// quickstart's examples agree.
+const (
+	embeddedSourceID      = "source"
+	embeddedDestinationID = "destination"
+)
+
+// startEmbedded starts the demo's source and destination clusters.
+func startEmbedded(emb *embeddedOptions, log *slog.Logger) (stop func(), err error) {
+	start := func(id string, port int) (*kafkatest.Cluster, error) {
+		opts := []kafkatest.Option{kafkatest.ClusterID(id)}
+		if port != 0 {
+			opts = append(opts, kafkatest.Ports(port))
+		}
+		if emb.dataDir != "" {
+			opts = append(opts, kafkatest.DataDir(filepath.Join(emb.dataDir, id)))
+		}
+		c, err := kafkatest.Start(opts...)
+		if err != nil {
+			return nil, fmt.Errorf("%s cluster (port %d): %w", id, port, err)
+		}
+		return c, nil
+	}
+	src, err := start(embeddedSourceID, emb.sourcePort)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := start(embeddedDestinationID, emb.destPort)
+	if err != nil {
+		src.Close()
+		return nil, err
+	}
+	emb.sourceAddrs, emb.dstAddrs = src.Addrs(), dst.Addrs()
+	log.Info("embedded clusters started", "source", strings.Join(emb.sourceAddrs, ","), "destination", strings.Join(emb.dstAddrs, ","), "data_dir", emb.dataDir)
+	return func() {
+		dst.Close()
+		src.Close()
+	}, nil
+}

@@ -1,0 +1,470 @@
+package main
+
+// The HTTP API v1 (DESIGN.md's route table; the wire types are in internal/api).
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+)
+
+// maxBody bounds request bodies: a mirror definition with PEM certificates is a few KiB.
+const maxBody = 1 << 20
+
+// commandTimeout bounds a command once started (see handle).
+const commandTimeout = 5 * time.Minute
+
+// engineAPI is the part of *mirrorengine.Engine the API uses.
+type engineAPI interface {
+	CreateClusterMirror(ctx context.Context, m mirrorengine.MirrorRecord) (mirrorengine.MirrorRecord, error)
+	UpdateClusterMirror(ctx context.Context, m mirrorengine.MirrorRecord) (mirrorengine.MirrorRecord, error)
+	DeleteClusterMirror(ctx context.Context, name string) error
+	ListClusterMirrors() []mirrorengine.MirrorDescription
+	DescribeClusterMirror(name string) (mirrorengine.MirrorDescription, error)
+	SourceTopics(ctx context.Context, mirror, pattern string) ([]string, error)
+	StartMirrorTopics(ctx context.Context, mirror string, topics []string, divergence string) ([]mirrorengine.TopicResult, error)
+	StopMirrorTopics(ctx context.Context, mirror string, topics []string) ([]mirrorengine.TopicResult, error)
+	PauseMirrorTopics(ctx context.Context, mirror string, topics []string) ([]mirrorengine.TopicResult, error)
+	ResumeMirrorTopics(ctx context.Context, mirror string, topics []string) ([]mirrorengine.TopicResult, error)
+	DescribeMirrorTopic(ctx context.Context, mirror, topic string) (mirrorengine.TopicDescription, error)
+	DescribeMirrorTopics(ctx context.Context, mirror string) ([]mirrorengine.TopicDescription, error)
+	PartitionStates() map[mirrorengine.State]int
+}
+
+// engineSlot holds the engine once it is open; the API answers 503 until then.
+type engineSlot struct {
+	eng     atomic.Pointer[engineBox]
+	waiting atomic.Pointer[string] // why it is not open yet
+}
+
+type engineBox struct{ e engineAPI }
+
+func (s *engineSlot) get() engineAPI {
+	if b := s.eng.Load(); b != nil {
+		return b.e
+	}
+	return nil
+}
+
+func (s *engineSlot) set(e engineAPI) { s.eng.Store(&engineBox{e}) }
+
+func (s *engineSlot) setWaiting(why string) { s.waiting.Store(&why) }
+
+func (s *engineSlot) waitingFor() string {
+	if w := s.waiting.Load(); w != nil {
+		return *w
+	}
+	return "loading __mirror_state"
+}
+
+// server is the worker's HTTP handler.
+type server struct {
+	tokenHash [sha256.Size]byte
+	log       *slog.Logger
+	slot      *engineSlot
+	mux       *http.ServeMux
+	// canSeal is whether a secret key is configured, so that a mirror with secrets is
+	// refused up front with a 400 naming the setting instead of failing in the store.
+	canSeal bool
+}
+
+func newServer(token string, canSeal bool, log *slog.Logger, slot *engineSlot, metrics http.Handler) *server {
+	s := &server{tokenHash: sha256.Sum256([]byte(token)), canSeal: canSeal, log: log, slot: slot, mux: http.NewServeMux()}
+	m := s.mux
+	m.Handle("POST /v1/mirrors", s.v1(s.createMirror))
+	m.Handle("GET /v1/mirrors", s.v1(s.listMirrors))
+	m.Handle("GET /v1/mirrors/{mirror}", s.v1(s.getMirror))
+	m.Handle("PATCH /v1/mirrors/{mirror}", s.v1(s.updateMirror))
+	m.Handle("DELETE /v1/mirrors/{mirror}", s.v1(s.deleteMirror))
+	m.Handle("GET /v1/mirrors/{mirror}/source-topics", s.v1(s.sourceTopics))
+	for _, action := range []string{"start", "stop", "pause", "resume"} {
+		m.Handle("POST /v1/mirrors/{mirror}/topics/"+action, s.v1(s.topicCommand(action)))
+	}
+	m.Handle("GET /v1/mirrors/{mirror}/topics/{topic}", s.v1(s.getTopic))
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
+	})
+	m.HandleFunc("GET /readyz", s.readyz)
+	if metrics != nil {
+		m.Handle("GET /metrics", metrics)
+	}
+	return s
+}
+
+// ServeHTTP routes, turning the mux's plain-text 404 and 405 into JSON errors.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		// No headers, query values or bodies: they may carry the token or secrets.
+		s.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
+	}()
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.noRoute(rec, r)
+		return
+	}
+	s.mux.ServeHTTP(rec, r)
+}
+
+func (s *server) noRoute(w http.ResponseWriter, r *http.Request) {
+	// Unknown /v1 paths need the token too, so the route table cannot be probed without it.
+	if strings.HasPrefix(r.URL.Path, "/v1/") && !s.authorized(r) {
+		s.unauthorized(w)
+		return
+	}
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := s.mux.Handler(probe); p != "" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeError(w, &api.Error{Status: http.StatusMethodNotAllowed, Code: api.CodeInvalidRequest,
+			Message: fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
+		return
+	}
+	writeError(w, &api.Error{Status: http.StatusNotFound, Code: api.CodeInvalidRequest, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+}
+
+// authorized checks the bearer token in constant time. Both sides are hashed first so
+// that not even the token's length leaks through timing.
+func (s *server) authorized(r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) == 1
+}
+
+func (s *server) unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="kafkamirror"`)
+	writeError(w, &api.Error{Status: http.StatusUnauthorized, Code: api.CodeAuthenticationFailed,
+		Message: "missing or wrong bearer token (Authorization: Bearer <KAFKAMIRROR_API_TOKEN>)"})
+}
+
+type v1Handler func(w http.ResponseWriter, r *http.Request, e engineAPI) error
+
+// v1 wraps a /v1 handler: token, then readiness, then the handler, whose error becomes
+// the JSON error answer.
+func (s *server) v1(h v1Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(r) {
+			s.unauthorized(w)
+			return
+		}
+		e := s.slot.get()
+		if e == nil {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeCoordinatorLoadInProgress,
+				Message: "the worker is not ready: " + s.slot.waitingFor()})
+			return
+		}
+		if err := h(w, r, e); err != nil {
+			s.fail(w, r, err)
+		}
+	})
+}
+
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *api.Error
+	var ce *mirrorengine.CommandError
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &ce):
+		ae = &api.Error{Status: api.StatusFor(string(ce.Code)), Code: string(ce.Code), Message: ce.Message}
+	default:
+		ae = &api.Error{Status: http.StatusInternalServerError, Code: api.CodeUnknownServerError, Message: err.Error()}
+	}
+	if ae.Status == 0 {
+		ae.Status = api.StatusFor(ae.Code)
+	}
+	if ae.Status >= 500 {
+		s.log.Warn("API request failed", "method", r.Method, "path", r.URL.Path, "status", ae.Status, "error_code", ae.Code, "message", ae.Message)
+	}
+	writeError(w, ae)
+}
+
+func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.slot.get() == nil {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: "unavailable", Message: s.slot.waitingFor()})
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
+}
+
+// commandContext detaches a command from the request: a client that gives up (a timeout, a
+// dropped connection) must not abort a multi-topic command half-way through.
+func commandContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), commandTimeout)
+}
+
+func (s *server) createMirror(w http.ResponseWriter, r *http.Request, e engineAPI) error {
+	var req api.CreateMirrorRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := mirrorengine.ValidateMirrorName(req.Name); err != nil {
+		return badRequest(api.CodeInvalidClusterMirrorName, "%v", err)
+	}
+	if err := s.checkSecrets(req.Source); err != nil {
+		return err
+	}
+	sync, err := syncFromAPI(req.Sync)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := commandContext(r)
+	defer cancel()
+	rec := mirrorengine.MirrorRecord{Name: req.Name, Source: sourceFromAPI(req.Source), SourceClusterID: req.SourceClusterID, Sync: sync}
+	if _, err := e.CreateClusterMirror(ctx, rec); err != nil {
+		return err
+	}
+	d, err := e.DescribeClusterMirror(req.Name)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/mirrors/"+req.Name)
+	writeJSON(w, http.StatusCreated, mirrorToAPI(d))
+	return nil
+}
+
+// checkSecrets refuses a source with secrets when the worker cannot encrypt them.
+func (s *server) checkSecrets(src api.SourceConnection) error {
+	hasSecret := (src.SASL != nil && src.SASL.Password != "") || (src.TLS != nil && src.TLS.ClientKeyPEM != "")
+	if hasSecret && !s.canSeal {
+		return badRequest(api.CodeInvalidClusterMirrorConfig,
+			"the source has a secret (SASL password or TLS client key), and this worker has no secret key to encrypt it with: set %s on the worker", mirrorengine.SecretKeyEnv)
+	}
+	return nil
+}
+
+func (s *server) listMirrors(w http.ResponseWriter, _ *http.Request, e engineAPI) error {
+	out := api.MirrorList{Mirrors: []api.Mirror{}}
+	for _, d := range e.ListClusterMirrors() {
+		out.Mirrors = append(out.Mirrors, mirrorToAPI(d))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// mirrorParam is the {mirror} path value, validated so that a malformed name gets
+// INVALID_CLUSTER_MIRROR_NAME rather than UNKNOWN_CLUSTER_MIRROR.
+func mirrorParam(r *http.Request) (string, error) {
+	name := r.PathValue("mirror")
+	if err := mirrorengine.ValidateMirrorName(name); err != nil {
+		return "", badRequest(api.CodeInvalidClusterMirrorName, "%v", err)
+	}
+	return name, nil
+}
+
+func (s *server) getMirror(w http.ResponseWriter, r *http.Request, e engineAPI) error {
+	name, err := mirrorParam(r)
+	if err != nil {
+		return err
+	}
+	d, err := e.DescribeClusterMirror(name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, mirrorToAPI(d))
+	return nil
+}
+
+func (s *server) updateMirror(w http.ResponseWriter, r *http.Request, e engineAPI) error {
+	name, err := mirrorParam(r)
+	if err != nil {
+		return err
+	}
+	var req api.UpdateMirrorRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	current, err := e.DescribeClusterMirror(name)
+	if err != nil {
+		return err
+	}
+	if req.Source == nil {
+		// The engine replaces the whole connection and secrets are write-only, so the
+		// worker cannot rebuild the current one: the caller sends it.
+		return badRequest(api.CodeInvalidRequest, "source is required: secrets are write-only, so an update sends the whole source connection")
+	}
+	if err := s.checkSecrets(*req.Source); err != nil {
+		return err
+	}
+	sync := current.Sync
+	if req.Sync != nil {
+		if sync, err = syncFromAPI(req.Sync); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := commandContext(r)
+	defer cancel()
+	if _, err := e.UpdateClusterMirror(ctx, mirrorengine.MirrorRecord{Name: name, Source: sourceFromAPI(*req.Source), Sync: sync}); err != nil {
+		return err
+	}
+	d, err := e.DescribeClusterMirror(name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, mirrorToAPI(d))
+	return nil
+}
+
+func (s *server) deleteMirror(w http.ResponseWriter, r *http.Request, e engineAPI) error {
+	name, err := mirrorParam(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := commandContext(r)
+	defer cancel()
+	if err := e.DeleteClusterMirror(ctx, name); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *server) sourceTopics(w http.ResponseWriter, r *http.Request, e engineAPI) error {
+	name, err := mirrorParam(r)
+	if err != nil {
+		return err
+	}
+	topics, err := e.SourceTopics(r.Context(), name, r.URL.Query().Get("pattern"))
+	if err != nil {
+		return err
+	}
+	if topics == nil {
+		topics = []string{}
+	}
+	writeJSON(w, http.StatusOK, api.SourceTopics{Topics: topics})
+	return nil
+}
+
+func (s *server) topicCommand(action string) v1Handler {
+	return func(w http.ResponseWriter, r *http.Request, e engineAPI) error {
+		name, err := mirrorParam(r)
+		if err != nil {
+			return err
+		}
+		var req api.TopicsRequest
+		if err := decode(w, r, &req); err != nil {
+			return err
+		}
+		if len(req.Topics) == 0 {
+			return badRequest(api.CodeInvalidRequest, "topics: at least one topic is required")
+		}
+		if req.Divergence != "" && action != "start" {
+			return badRequest(api.CodeInvalidRequest, "divergence is a setting of start only, not of %s", action)
+		}
+		ctx, cancel := commandContext(r)
+		defer cancel()
+		var results []mirrorengine.TopicResult
+		switch action {
+		case "start":
+			results, err = e.StartMirrorTopics(ctx, name, req.Topics, req.Divergence)
+		case "stop":
+			results, err = e.StopMirrorTopics(ctx, name, req.Topics)
+		case "pause":
+			results, err = e.PauseMirrorTopics(ctx, name, req.Topics)
+		case "resume":
+			results, err = e.ResumeMirrorTopics(ctx, name, req.Topics)
+		}
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, resultsToAPI(results))
+		return nil
+	}
+}
+
+func (s *server) getTopic(w http.ResponseWriter, r *http.Request, e engineAPI) error {
+	name, err := mirrorParam(r)
+	if err != nil {
+		return err
+	}
+	d, err := e.DescribeMirrorTopic(r.Context(), name, r.PathValue("topic"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, topicToAPI(d))
+	return nil
+}
+
+// decode reads a JSON body strictly: at most maxBody bytes, no unknown fields, exactly one
+// value. Strictness turns a misspelt field into an error instead of a silently ignored
+// setting.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			return badRequest(api.CodeInvalidRequest, "malformed JSON: the body must hold exactly one JSON object")
+		}
+		return nil
+	}
+	var tooBig *http.MaxBytesError
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooBig):
+		return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeInvalidRequest, Message: fmt.Sprintf("the request body is larger than %d bytes", maxBody)}
+	case errors.Is(err, io.EOF):
+		return badRequest(api.CodeInvalidRequest, "the request body is empty; a JSON object is required")
+	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest(api.CodeInvalidRequest, "malformed JSON: %v", err)
+	case errors.As(err, &typ):
+		// The message names the field and the expected type, never the value.
+		return badRequest(api.CodeInvalidRequest, "field %q must be a JSON %s, not %s", typ.Field, typ.Type, typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return badRequest(api.CodeInvalidRequest, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return badRequest(api.CodeInvalidRequest, "invalid request body: %v", err)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // an API, not a web page: keep "<" readable in messages
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *api.Error) {
+	writeJSON(w, e.Status, api.ErrorBody{ErrorCode: e.Code, Message: e.Message})
+}
+
+// statusRecorder remembers the status for the access log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader records the status.
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
