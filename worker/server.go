@@ -301,13 +301,14 @@ func (s *server) updateMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	if err != nil {
 		return err
 	}
-	if req.Source == nil {
-		// The engine replaces the whole connection and secrets are write-only, so the
-		// worker cannot rebuild the current one: the caller sends it.
-		return badRequest(api.CodeInvalidRequest, "source is required: secrets are write-only, so an update sends the whole source connection")
-	}
-	if err := s.checkSecrets(*req.Source); err != nil {
-		return err
+	// Without a source only the sync settings change: the engine keeps the stored
+	// connection, secrets included. A source replaces the whole connection.
+	var source mirrorengine.SourceConnection
+	if req.Source != nil {
+		if err := s.checkSecrets(*req.Source); err != nil {
+			return err
+		}
+		source = sourceFromAPI(*req.Source)
 	}
 	sync := current.Sync
 	if req.Sync != nil {
@@ -317,7 +318,7 @@ func (s *server) updateMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	}
 	ctx, cancel := commandContext(r)
 	defer cancel()
-	if _, err := e.UpdateClusterMirror(ctx, mirrorengine.MirrorRecord{Name: name, Source: sourceFromAPI(*req.Source), Sync: sync}); err != nil {
+	if _, err := e.UpdateClusterMirror(ctx, mirrorengine.MirrorRecord{Name: name, Source: source, Sync: sync}); err != nil {
 		return err
 	}
 	d, err := e.DescribeClusterMirror(name)
