@@ -264,7 +264,8 @@ func (r *runner) startFetching() error {
 }
 
 // permanentMirrorError is true for data path failures that retrying cannot fix and that
-// must wait for the operator: a foreign write, diverged logs, a deleted source topic.
+// must wait for the operator: a foreign write, diverged logs, a deleted source topic, a
+// destination that no longer lines up with the source's batches.
 func permanentMirrorError(err error) bool {
 	var (
 		mismatch *OffsetMismatchError
@@ -275,7 +276,7 @@ func permanentMirrorError(err error) bool {
 		changed  *SourceChangedError
 	)
 	return errors.As(err, &mismatch) || errors.As(err, &ahead) || errors.As(err, &unknown) ||
-		errors.As(err, &count) || errors.As(err, &notEmpty) || errors.As(err, &changed)
+		errors.As(err, &count) || errors.As(err, &notEmpty) || errors.As(err, &changed) || errors.Is(err, errInvariant)
 }
 
 // stopFetching stops the partition mirror, if running, and waits for it to finish its
