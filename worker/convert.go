@@ -67,6 +67,12 @@ func mirrorToAPI(d mirrorengine.MirrorDescription) api.Mirror {
 		CreatedAt:       d.CreatedAt,
 		Topics:          d.Topics,
 		TopicCount:      len(d.Topics),
+		SyncErrors:      d.SyncStatus.Errors,
+
+		SyncSkippedActiveGroups: d.SyncStatus.SkippedActiveGroups,
+	}
+	if out.SyncErrors == nil {
+		out.SyncErrors = map[string]string{}
 	}
 	if out.Source.BootstrapServers == nil {
 		out.Source.BootstrapServers = []string{}

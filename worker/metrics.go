@@ -113,6 +113,7 @@ type engineCollector struct {
 	perState   map[string]*prometheus.Desc
 	lag        *prometheus.Desc
 	maxLag     *prometheus.Desc
+	syncErrors map[string]*prometheus.Desc // by the KIP's sync error gauge name
 }
 
 // statePascal turns "MIRRORING" into "Mirroring", for the KIP's gauge names in help texts.
@@ -131,7 +132,33 @@ func newEngineCollector(slot *engineSlot, log *slog.Logger) *engineCollector {
 		c.perState[s] = prometheus.NewDesc("kafkamirror_"+strings.ToLower(s)+"_partition_state",
 			"Mirrored partitions in state "+s+" (the KIP's "+statePascal(s)+"PartitionState).", nil, nil)
 	}
+	c.syncErrors = map[string]*prometheus.Desc{}
+	for _, kind := range syncErrorKinds {
+		c.syncErrors[kind] = prometheus.NewDesc("kafkamirror_"+snake(kind),
+			"1 when the mirror's last metadata sync cycle had a "+kind+" (the KIP's gauge), else 0.", []string{"mirror"}, nil)
+	}
 	return c
+}
+
+// syncErrorKinds are the KIP's MirrorMetadataManager error gauges the engine reports.
+var syncErrorKinds = []string{
+	mirrorengine.SyncErrorTopicConfig, mirrorengine.SyncErrorConsumerGroupOffset,
+	mirrorengine.SyncErrorACL, mirrorengine.SyncErrorTopicMetadata,
+}
+
+// snake turns "TopicConfigSyncError" into "topic_config_sync_error".
+func snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Describe implements prometheus.Collector.
@@ -142,6 +169,9 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.lag
 	ch <- c.maxLag
+	for _, d := range c.syncErrors {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector. Before the engine is open it reports nothing:
@@ -162,6 +192,13 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	for _, m := range e.ListClusterMirrors() {
+		for kind, d := range c.syncErrors {
+			v := 0.0
+			if _, failed := m.SyncStatus.Errors[kind]; failed {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, m.Name)
+		}
 		topics, err := e.DescribeMirrorTopics(ctx, m.Name)
 		if err != nil {
 			c.log.Debug("metrics: describing the mirror's topics failed", "mirror", m.Name, "error", err)

@@ -100,6 +100,8 @@ func TestWorkerLifecycle(t *testing.T) {
 		{"kafkamirror_failed_partition_state", nil, 0},
 		{"kafkamirror_partition_lag", []string{"mirror", "m1", "topic", "orders", "partition", "2"}, 0},
 		{"kafkamirror_max_lag", []string{"mirror", "m1"}, 0},
+		{"kafkamirror_topic_config_sync_error", []string{"mirror", "m1"}, 0},
+		{"kafkamirror_topic_metadata_refresh_error", []string{"mirror", "m1"}, 0},
 	} {
 		if v, ok := metric(s, want.name, want.labels...); !ok || v != want.value {
 			t.Errorf("metric %s%v = %v (present %v), want %v", want.name, want.labels, v, ok, want.value)

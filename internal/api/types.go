@@ -112,6 +112,13 @@ type Mirror struct {
 	// Topics are the topics whose mirror.name names this mirror, in any state, sorted.
 	Topics     []string `json:"topics"`
 	TopicCount int      `json:"topic_count"`
+	// SyncErrors holds, by the KIP's gauge name (TopicConfigSyncError,
+	// ConsumerGroupOffsetSyncError, AclSyncError, TopicMetadataRefreshError), the errors of
+	// the last metadata sync cycle; empty when it succeeded.
+	SyncErrors map[string]string `json:"sync_errors"`
+	// SyncSkippedActiveGroups counts consumer groups whose offsets the last cycle left alone
+	// because they have members on the destination.
+	SyncSkippedActiveGroups int `json:"sync_skipped_active_groups"`
 }
 
 // MirrorList is the body of GET /v1/mirrors (the KIP's ListClusterMirrors), sorted by name.
