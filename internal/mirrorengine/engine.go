@@ -479,8 +479,9 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			}
 			return cmdErr(CodeSourceClusterUnreachable, "describing topic %q on the source: %v", topic, err)
 		}
+		recreated := false
 		if divergence == "recreate" {
-			if err := e.recreateIfDiverged(ctx, mirror, topic, smeta.partitions); err != nil {
+			if recreated, err = e.recreateIfDiverged(ctx, mirror, topic, smeta.partitions); err != nil {
 				return cmdErr(CodeUnknownServerError, "checking the destination topic %q for divergence: %v", topic, err)
 			}
 		}
@@ -494,9 +495,14 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			return cmdErr(CodeSourceClusterUnreachable, "%v", err)
 		}
 		for _, r := range e.topicRunners(mirror, topic) {
-			if s := r.Status().State; s == StateStopped || s == StateFailed {
+			switch s := r.Status().State; {
+			case s == StateStopped || s == StateFailed:
 				r.send(Restart{})
-			} else {
+			case recreated:
+				// Its destination partition is gone: through FAILED back to PREPARING.
+				r.send(Fail{Err: "destination topic recreated (divergence = \"recreate\")", Retryable: false, Now: time.Now()})
+				r.send(Restart{})
+			default:
 				r.send(Evaluate{})
 			}
 		}

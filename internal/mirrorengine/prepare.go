@@ -112,23 +112,23 @@ func (e *Engine) divergence(ctx context.Context, k partitionKey, src cluster) (w
 // recreateIfDiverged is the "recreate" divergence policy, applied by the start command
 // before any partition prepares: when a partition of the destination topic diverged, the
 // topic is deleted, and PREPARING creates it again and mirrors from scratch.
-func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, partitions int) error {
+func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, partitions int) (recreated bool, err error) {
 	srcCl, err := e.source(mirror)
 	if err != nil {
-		return err
+		return false, err
 	}
 	src := newCluster("source", srcCl)
 	if _, err := e.dst.metadata(ctx, topic, 0); err != nil {
 		var unknown *UnknownTopicError
 		if errors.As(err, &unknown) {
-			return nil
+			return false, nil
 		}
-		return err
+		return false, err
 	}
 	for p := range int32(partitions) {
 		what, _, err := e.divergence(ctx, partitionKey{mirror, topic, p}, src)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if what == "" {
 			continue
@@ -141,11 +141,11 @@ func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, p
 			err = resp.Err
 		}
 		if err != nil {
-			return authErr("destination", "delete diverged topic "+topic, err)
+			return false, authErr("destination", "delete diverged topic "+topic, err)
 		}
-		return e.waitTopicGone(ctx, topic)
+		return true, e.waitTopicGone(ctx, topic)
 	}
-	return nil
+	return false, nil
 }
 
 func (e *Engine) waitTopicGone(ctx context.Context, topic string) error {

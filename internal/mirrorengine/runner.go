@@ -113,6 +113,12 @@ func (r *runner) run() {
 			return
 		}
 		cur := r.Status()
+		if f, ok := ev.(fetcherEvent); ok {
+			if f.epoch != cur.StateEpoch {
+				continue // from a fetcher of an earlier state: stale
+			}
+			ev = f.ev
+		}
 		next, actions, err := Next(cur, r.desired(), ev, r.e.cfg.Retry)
 		if err != nil {
 			// Late timers and progress reports after a state change are expected.
@@ -236,6 +242,7 @@ func (r *runner) startFetching() error {
 	})
 	ctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan struct{})
+	epoch := r.Status().StateEpoch
 	r.mu.Lock()
 	r.mirror, r.stopMirror, r.mirrorDone = m, cancel, done
 	r.mu.Unlock()
@@ -249,19 +256,28 @@ func (r *runner) startFetching() error {
 			select {
 			case err := <-errc:
 				if err != nil && ctx.Err() == nil {
-					r.send(Fail{Err: err.Error(), Retryable: !permanentMirrorError(err), Now: time.Now()})
+					r.send(fetcherEvent{epoch, Fail{Err: err.Error(), Retryable: !permanentMirrorError(err), Now: time.Now()}})
 				}
 				return
 			case <-healthy.C:
 				// Proven progress ends a retry sequence (RetryAttempt back to 0).
 				if r.Status().RetryAttempt > 0 && m.Progress().Lag() == 0 {
-					r.send(Healthy{})
+					r.send(fetcherEvent{epoch, Healthy{}})
 				}
 			}
 		}
 	}()
 	return nil
 }
+
+// fetcherEvent is an event from a running partition mirror, tagged with the state epoch it
+// was started in: once the partition has moved on, its reports are stale and ignored.
+type fetcherEvent struct {
+	epoch int32
+	ev    Event
+}
+
+func (f fetcherEvent) eventName() string { return "fetcher " + f.ev.eventName() }
 
 // permanentMirrorError is true for data path failures that retrying cannot fix and that
 // must wait for the operator: a foreign write, diverged logs, a deleted source topic, a
