@@ -1,0 +1,283 @@
+// Package e2e runs kafkamirror as a user does: the worker binary in embedded mode, the
+// provider binary through the real terraform CLI with dev_overrides, and a consumer group that
+// fails over with its committed offsets.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+var bin string // directory with the built worker and provider
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kafkamirror-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = dir
+	for target, pkg := range map[string]string{"kafkamirror-worker": "../worker", "terraform-provider-kafkamirror": ".."} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, target), pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// worker is the worker process in embedded mode.
+type worker struct {
+	cmd              *exec.Cmd
+	api, source, dst string
+	exited           chan error
+}
+
+func startWorker(t *testing.T, token string) *worker {
+	t.Helper()
+	srcPort, dstPort, apiPort := freePort(t), freePort(t), freePort(t)
+	cmd := exec.Command(filepath.Join(bin, "kafkamirror-worker"), "demo",
+		"--source-port", fmt.Sprint(srcPort), "--destination-port", fmt.Sprint(dstPort),
+		"--api-listen", fmt.Sprintf("127.0.0.1:%d", apiPort), "--log-format", "text")
+	cmd.Env = append(os.Environ(), "KAFKAMIRROR_API_TOKEN="+token, "KAFKAMIRROR_SECRET_KEY=e2e-secret-key-0123456789")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{cmd: cmd, exited: make(chan error, 1)}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "kafkamirror-worker ready:") {
+				ready <- sc.Text()
+			}
+		}
+	}()
+	go func() { w.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+	})
+	select {
+	case line := <-ready:
+		fields := map[string]string{}
+		for _, m := range regexp.MustCompile(`(\w+)=(\S+)`).FindAllStringSubmatch(line, -1) {
+			fields[m[1]] = m[2]
+		}
+		w.api, w.source, w.dst = fields["api"], fields["source"], fields["destination"]
+	case err := <-w.exited:
+		t.Fatalf("the worker exited before it was ready: %v", err)
+	case <-time.After(90 * time.Second):
+		t.Fatal("the worker did not print its ready line")
+	}
+	return w
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (w *worker) stop(t *testing.T) {
+	t.Helper()
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-w.exited:
+		if err != nil {
+			t.Fatalf("worker exit after SIGTERM: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker did not stop after SIGTERM")
+	}
+}
+
+// terraform runs the real CLI on dir with the provider binary through dev_overrides.
+func terraform(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	path, err := exec.LookPath("terraform")
+	if p := os.Getenv("TF_ACC_TERRAFORM_PATH"); p != "" {
+		path, err = p, nil
+	}
+	if err != nil {
+		t.Fatal("terraform not found; ./scripts/test.sh installs it")
+	}
+	rc := filepath.Join(dir, "terraformrc")
+	if err := os.WriteFile(rc, fmt.Appendf(nil, "provider_installation {\n  dev_overrides {\n    \"kafkamirror/kafkamirror\" = %q\n  }\n  direct {}\n}\n", bin), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(path, append([]string{"-chdir=" + dir}, args...)...)
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("terraform %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+const config = `
+terraform {
+  required_providers {
+    kafkamirror = { source = "kafkamirror/kafkamirror" }
+  }
+}
+variable "state" { default = "mirroring" }
+provider "kafkamirror" {
+  worker_url   = %q
+  worker_token = %q
+}
+resource "kafkamirror_cluster_mirror" "primary" {
+  name   = "primary-to-dr"
+  source = { bootstrap_servers = [%q] }
+  sync   = { interval = "200ms", consumer_groups = true, topic_configs = true }
+}
+resource "kafkamirror_mirror_topic" "orders" {
+  mirror_name = kafkamirror_cluster_mirror.primary.name
+  topic       = "orders"
+  state       = var.state
+}
+`
+
+func TestQuickstartFlowWithRealProcesses(t *testing.T) {
+	const token = "e2e-token"
+	w := startWorker(t, token)
+	ctx := context.Background()
+	client := func(addr string, opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+
+	// Sample data: plain and compressed records on the source.
+	if _, err := kadm.NewClient(client(w.source)).CreateTopic(ctx, 3, -1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	prod := client(w.source, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	const total = 300
+	for i := range total {
+		prod.Produce(ctx, &kgo.Record{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i%11), Value: fmt.Appendf(nil, "order-%d", i)}, nil)
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A consumer group reads half on the source and commits.
+	seen := map[string]bool{}
+	consume := func(addr string, n int) {
+		cl := client(addr, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"), kgo.DisableAutoCommit(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxPartitionBytes(300), kgo.FetchMaxBytes(300))
+		for got := 0; got < n; {
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			fs := cl.PollRecords(pctx, n-got)
+			cancel()
+			if err := fs.Err0(); err != nil {
+				t.Fatalf("consuming from %s: %v", addr, err)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if seen[string(r.Value)] {
+					t.Fatalf("%s delivered twice", r.Value)
+				}
+				seen[string(r.Value)] = true
+				got++
+			})
+		}
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cl.Close()
+	}
+	consume(w.source, total/2)
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), fmt.Appendf(nil, config, w.api, token, w.source), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	terraform(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
+	cmp := func() error {
+		d, err := kafkatest.CompareTopic(ctx, client(w.source), client(w.dst), "orders")
+		if err == nil && d != nil {
+			err = d
+		}
+		return err
+	}
+	eventually(t, "identical logs", cmp)
+
+	// The group's offsets reach the destination as they are.
+	srcOffsets, err := kadm.NewClient(client(w.source)).FetchOffsets(ctx, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "group offsets on the destination", func() error {
+		dstOffsets, err := kadm.NewClient(client(w.dst)).FetchOffsets(ctx, "billing")
+		if err != nil {
+			return err
+		}
+		var diff error
+		srcOffsets.Each(func(o kadm.OffsetResponse) {
+			if d, ok := dstOffsets.Lookup(o.Topic, o.Partition); !ok || d.At != o.At {
+				diff = fmt.Errorf("%s[%d]: source %d, destination %v", o.Topic, o.Partition, o.At, d.At)
+			}
+		})
+		return diff
+	})
+
+	// Fail over with one apply, then the group continues on the destination.
+	out := terraform(t, dir, "apply", "-auto-approve", "-input=false", "-no-color", "-var", "state=stopped")
+	if !strings.Contains(out, "Apply complete") {
+		t.Fatalf("failover apply: %s", out)
+	}
+	consume(w.dst, total/2)
+	if len(seen) != total {
+		t.Fatalf("%d distinct records across the failover, want %d", len(seen), total)
+	}
+	// The failed-over topic is writable.
+	if err := client(w.dst).ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("after failover")}).FirstErr(); err != nil {
+		t.Fatalf("writing after failover: %v", err)
+	}
+	w.stop(t)
+}
+
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+}

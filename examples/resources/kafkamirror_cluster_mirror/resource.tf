@@ -1,0 +1,36 @@
+# A mirror from the eu-west cluster into the cluster the worker runs against.
+resource "kafkamirror_cluster_mirror" "eu_to_us" {
+  name = "eu-to-us"
+
+  source = {
+    bootstrap_servers = ["kafka-1.eu-west.example.com:9093", "kafka-2.eu-west.example.com:9093"]
+
+    tls = {
+      ca_cert_pem = file("${path.module}/eu-west-ca.pem")
+    }
+
+    sasl = {
+      mechanism = "SCRAM-SHA-512"
+      username  = "kafkamirror"
+      # Write-only (Terraform 1.11+): sent to the worker, never stored in the state.
+      # Bump password_wo_version to send a rotated password.
+      password_wo         = var.eu_west_password
+      password_wo_version = 1
+    }
+  }
+
+  # Optional: refuse to create the mirror unless the source is this cluster.
+  source_cluster_id = "Qz1pbmNsdXN0ZXItZXU"
+
+  sync = {
+    interval        = "30s"
+    consumer_groups = true
+    group_excludes  = ["^_confluent"]
+  }
+}
+
+variable "eu_west_password" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}

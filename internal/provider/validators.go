@@ -1,0 +1,132 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+)
+
+// nameValidator checks a cluster mirror name or a topic name at plan time.
+type nameValidator struct {
+	what    string // "cluster mirror name" or "topic name"
+	problem func(string) string
+}
+
+var (
+	_ validator.String = nameValidator{}
+	_ validator.String = durationValidator{}
+	_ validator.String = hostPortValidator{}
+	_ validator.String = regexValidator{}
+)
+
+// mirrorNameValidator applies the KIP's cluster mirror name rules.
+func mirrorNameValidator() validator.String {
+	return nameValidator{what: "cluster mirror name", problem: mirrorNameProblem}
+}
+
+// topicNameValidator applies Kafka's topic name rules.
+func topicNameValidator() validator.String {
+	return nameValidator{what: "topic name", problem: topicNameProblem}
+}
+
+func (v nameValidator) Description(context.Context) string {
+	if v.what == "cluster mirror name" {
+		return "a legal Kafka topic name (at most 249 ASCII letters, digits, '.', '_' and '-') that does not end in \".paused\" or \".removed\""
+	}
+	return "a legal Kafka topic name (at most 249 ASCII letters, digits, '.', '_' and '-')"
+}
+
+func (v nameValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v nameValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	name := req.ConfigValue.ValueString()
+	if p := v.problem(name); p != "" {
+		shown := name
+		if len(shown) > 64 {
+			shown = shown[:64] + "..."
+		}
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+v.what,
+			fmt.Sprintf("The %s %q %s. KIP-1279 names follow Kafka's topic-name rules.", v.what, shown, p))
+	}
+}
+
+// durationValidator accepts a positive Go duration such as "30s" or "1m".
+type durationValidator struct{}
+
+func (durationValidator) Description(context.Context) string {
+	return `a positive duration such as "30s", "1m" or "1h30m"`
+}
+
+func (v durationValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (durationValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	d, err := time.ParseDuration(req.ConfigValue.ValueString())
+	if err != nil || d <= 0 {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid duration",
+			fmt.Sprintf("%q is not a positive duration; use a number with a unit, such as \"30s\", \"1m\" or \"1h30m\".", req.ConfigValue.ValueString()))
+	}
+}
+
+// hostPortValidator accepts host:port with a port in 1-65535.
+type hostPortValidator struct{}
+
+func (hostPortValidator) Description(context.Context) string {
+	return `a host:port address such as "kafka-1.example.com:9092"`
+}
+
+func (v hostPortValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (hostPortValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	host, port, err := net.SplitHostPort(s)
+	if err == nil && host == "" {
+		err = fmt.Errorf("the host is empty")
+	}
+	if err == nil {
+		if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
+			err = fmt.Errorf("port %q is not a number between 1 and 65535", port)
+		}
+	}
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid broker address",
+			fmt.Sprintf("%q is not a host:port address (%v). Give each bootstrap server as host:port, for example \"kafka-1.example.com:9092\".", s, err))
+	}
+}
+
+// regexValidator accepts a regular expression in Go's RE2 syntax, the syntax the worker
+// matches topic names with.
+type regexValidator struct{}
+
+func (regexValidator) Description(context.Context) string {
+	return "a regular expression in RE2 syntax"
+}
+
+func (v regexValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (regexValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if _, err := regexp.Compile(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid regular expression",
+			fmt.Sprintf("%q is not a regular expression in RE2 syntax: %v.", req.ConfigValue.ValueString(), err))
+	}
+}
