@@ -122,6 +122,9 @@ func (m *PartitionMirror) Run(ctx context.Context) error {
 			m.log.Error("partition mirror stopped", "error", err)
 			return err
 		}
+		if errors.Is(err, kerr.OutOfOrderSequenceNumber) {
+			continue // a reordered pipeline, not a broker in trouble: restart at once
+		}
 		m.log.Warn("partition mirror session failed; retrying", "error", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
@@ -378,7 +381,7 @@ func (s *session) step(ctx context.Context) error {
 		}
 	}
 	// Pipelining spans one fetch response; its end is where progress becomes visible.
-	if err := s.flush(ctx); err != nil {
+	if err := s.flush(); err != nil {
 		return err
 	}
 	return s.moveLogStart(ctx, f.logStartOffset)
@@ -484,7 +487,7 @@ func (s *session) apply(ctx context.Context, b rawBatch) error {
 		if err != nil {
 			return err
 		}
-		if err := s.flush(ctx); err != nil {
+		if err := s.flush(); err != nil {
 			return err
 		}
 		if !t.open {
@@ -499,7 +502,7 @@ func (s *session) apply(ctx context.Context, b rawBatch) error {
 		return s.sendRuns(ctx, b, t)
 	default:
 		commit := kind == kindCommit
-		if err := s.flush(ctx); err != nil {
+		if err := s.flush(); err != nil {
 			return err
 		}
 		if t := s.txns[b.producerID()]; t != nil && t.open {
@@ -561,12 +564,12 @@ func (s *session) sendTxn(ctx context.Context, t *replayTxn, batch []byte, recor
 		return err
 	}
 	t.producer.sequence = nextSequence(t.producer.sequence, records)
-	return s.flush(ctx)
+	return s.flush()
 }
 
 func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *string) error {
 	if len(s.pending) >= s.cfg.MaxInFlight {
-		if err := s.awaitOldest(ctx); err != nil {
+		if err := s.awaitOldest(); err != nil {
 			return err
 		}
 	}
@@ -577,7 +580,7 @@ func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *
 	}
 	go func() {
 		// Hand the requests to kgo in sequence order: a request overtaking its predecessor
-		// is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and has to be sent again.
+		// is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and ends the session.
 		if prev != nil {
 			<-prev
 		}
@@ -600,16 +603,13 @@ func (s *session) produce(ctx context.Context, p *inflight) error {
 	return err
 }
 
-func (s *session) awaitOldest(ctx context.Context) error {
+func (s *session) awaitOldest() error {
 	p := s.pending[0]
 	s.pending = s.pending[1:]
-	err := <-p.done
-	if errors.Is(err, kerr.OutOfOrderSequenceNumber) {
-		// Every earlier batch has landed now, so the resend is in order; a duplicate is
-		// answered with its original offset.
-		err = s.produce(ctx, p)
-	}
-	if err != nil {
+	// An OUT_OF_ORDER_SEQUENCE_NUMBER (a request overtook its predecessor) ends the session
+	// like any other error: the next one starts from the destination's end offset, which is
+	// the only position that is certain.
+	if err := <-p.done; err != nil {
 		return err
 	}
 	s.cfg.Observer.Mirrored(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition, p.end-p.expected, int64(len(p.batch)))
@@ -618,9 +618,9 @@ func (s *session) awaitOldest(ctx context.Context) error {
 }
 
 // flush waits for every in-flight produce.
-func (s *session) flush(ctx context.Context) error {
+func (s *session) flush() error {
 	for len(s.pending) > 0 {
-		if err := s.awaitOldest(ctx); err != nil {
+		if err := s.awaitOldest(); err != nil {
 			return err
 		}
 	}
