@@ -198,8 +198,11 @@ type Topic struct {
 	// MirrorName is the KIP's mirror.name value, with its ".paused" or ".removed" suffix.
 	MirrorName string `json:"mirror_name"`
 	// DesiredState is DesiredMirroring, DesiredPaused or DesiredStopped.
-	DesiredState string      `json:"desired_state"`
-	Partitions   []Partition `json:"partitions"`
+	DesiredState string `json:"desired_state"`
+	// Divergence is the divergence policy of the last start (DivergenceFail or
+	// DivergenceRecreate).
+	Divergence string      `json:"divergence"`
+	Partitions []Partition `json:"partitions"`
 }
 
 // Partition is one partition's line of the KIP's describe table.

@@ -40,6 +40,7 @@ type TopicDescription struct {
 	Topic      string
 	MirrorName string // the mirror.name value, with its .paused / .removed suffix
 	Desired    Desired
+	Divergence string // the divergence policy of the last start: "fail" or "recreate"
 	Partitions []PartitionDescription
 }
 
@@ -99,7 +100,10 @@ func (e *Engine) DescribeMirrorTopic(ctx context.Context, mirror, topic string) 
 	if !ok || owner != mirror {
 		return TopicDescription{}, cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, mirror)
 	}
-	d := TopicDescription{Mirror: mirror, Topic: topic, MirrorName: tc.MirrorName, Desired: desired}
+	d := TopicDescription{Mirror: mirror, Topic: topic, MirrorName: tc.MirrorName, Desired: desired, Divergence: tc.Divergence}
+	if d.Divergence == "" {
+		d.Divergence = "fail"
+	}
 
 	srcEnds := kadm.ListedOffsets{}
 	if src, err := e.source(mirror); err == nil {

@@ -326,6 +326,15 @@ resource "kafkamirror_mirror_topic" "orders" {
 				},
 				Check: check(func() { kafkatest.WaitIdentical(t, src, dst, "orders", time.Minute) }),
 			},
+			{ // An import takes the divergence policy of the last start from the worker. The
+				// partitions' offsets are live (the recreated topic is still being copied).
+				Config:                  config("mirroring", "recreate", 2, "1m"),
+				ResourceName:            topicAddr,
+				ImportState:             true,
+				ImportStateId:           mirror + "/orders",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"timeouts", "partitions"},
+			},
 			{ // A topic mirrored outside Terraform keeps the mirror alive: its destroy is refused
 				// with the worker's message naming the topic. The orders topic is stopped meanwhile.
 				PreConfig: func() {

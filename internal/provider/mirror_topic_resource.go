@@ -471,7 +471,11 @@ func (r *MirrorTopicResource) Read(ctx context.Context, req resource.ReadRequest
 	}
 	state.setFromTopic(t)
 	if state.Divergence.IsNull() {
+		// Only an import leaves it unset: take the policy of the topic's last start.
 		state.Divergence = types.StringValue(api.DivergenceFail)
+		if t.Divergence != "" {
+			state.Divergence = types.StringValue(t.Divergence)
+		}
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }
@@ -593,6 +597,5 @@ func (r *MirrorTopicResource) ImportState(ctx context.Context, req resource.Impo
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("mirror_name"), mirror)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("topic"), topic)...)
-	// The worker does not report the divergence policy of the last start; assume the default.
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("divergence"), api.DivergenceFail)...)
+	// divergence stays unset: Read takes it from the worker (the policy of the last start).
 }
