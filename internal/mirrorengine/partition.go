@@ -32,7 +32,7 @@ type PartitionConfig struct {
 	SourceClusterID string
 	SourceTopicID   string
 
-	MaxInFlight        int           // produce requests in flight for non-transactional data; default 5
+	MaxInFlight        int           // produce requests in flight for non-transactional data; default 1
 	FetchMaxBytes      int32         // default 8 MiB
 	TransactionTimeout time.Duration // of replayed destination transactions; default 15m
 	Logger             *slog.Logger  // default slog.Default()
@@ -41,7 +41,7 @@ type PartitionConfig struct {
 
 func (c *PartitionConfig) defaults() {
 	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = 5
+		c.MaxInFlight = 1
 	}
 	if c.FetchMaxBytes <= 0 {
 		c.FetchMaxBytes = 8 << 20
