@@ -32,7 +32,7 @@ type PartitionConfig struct {
 	SourceClusterID string
 	SourceTopicID   string
 
-	MaxInFlight        int           // produce requests in flight for non-transactional data; default 1
+	MaxInFlight        int           // produce requests in flight for non-transactional data; default 5
 	FetchMaxBytes      int32         // default 8 MiB
 	TransactionTimeout time.Duration // of replayed destination transactions; default 15m
 	Logger             *slog.Logger  // default slog.Default()
@@ -41,7 +41,7 @@ type PartitionConfig struct {
 
 func (c *PartitionConfig) defaults() {
 	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = 1
+		c.MaxInFlight = 5
 	}
 	if c.FetchMaxBytes <= 0 {
 		c.FetchMaxBytes = 8 << 20
@@ -551,10 +551,17 @@ func (s *session) sendRuns(ctx context.Context, b rawBatch, t *replayTxn) error 
 // sendIdempotent pipelines a batch produced with the session's idempotent producer id:
 // the broker deduplicates and orders by sequence, so several requests may be in flight.
 func (s *session) sendIdempotent(ctx context.Context, batch []byte, records int32) error {
+	first := s.idem.sequence == 0
 	if err := s.send(ctx, batch, records, nil); err != nil {
 		return err
 	}
 	s.idem.sequence = nextSequence(s.idem.sequence, records)
+	if first {
+		// A broker accepts any sequence as a new producer id's first batch on a partition
+		// that has data (KIP-360): a later batch overtaking the first would be appended at
+		// the first one's offsets. So the first batch goes alone.
+		return s.flush()
+	}
 	return nil
 }
 
