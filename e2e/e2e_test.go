@@ -4,16 +4,13 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,9 +18,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/workertest"
 )
 
-var bin string // directory with the built worker and provider
+var (
+	bin       string // directory with the built worker and provider
+	workerBin string
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "kafkamirror-e2e-")
@@ -32,12 +33,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = dir
-	for target, pkg := range map[string]string{"kafkamirror-worker": "../worker", "terraform-provider-kafkamirror": ".."} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, target), pkg).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
-			os.Exit(1)
-		}
+	if workerBin, err = workertest.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "building the worker:", err)
+		os.Exit(1)
+	}
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "terraform-provider-kafkamirror"), "..").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the provider: %v\n%s", err, out)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -54,71 +56,15 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// worker is the worker process in embedded mode.
-type worker struct {
-	cmd              *exec.Cmd
-	api, source, dst string
-	exited           chan error
-}
-
-func startWorker(t *testing.T, token string) *worker {
+// startWorker runs the worker in embedded mode (two in-process clusters) on free ports.
+func startWorker(t *testing.T, token string) *workertest.Proc {
 	t.Helper()
-	srcPort, dstPort, apiPort := freePort(t), freePort(t), freePort(t)
-	cmd := exec.Command(filepath.Join(bin, "kafkamirror-worker"), "demo",
-		"--source-port", fmt.Sprint(srcPort), "--destination-port", fmt.Sprint(dstPort),
-		"--api-listen", fmt.Sprintf("127.0.0.1:%d", apiPort), "--log-format", "text")
-	cmd.Env = append(os.Environ(), "KAFKAMIRROR_API_TOKEN="+token, "KAFKAMIRROR_SECRET_KEY=e2e-secret-key-0123456789")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := &worker{cmd: cmd, exited: make(chan error, 1)}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "kafkamirror-worker ready:") {
-				ready <- sc.Text()
-			}
-		}
-	}()
-	go func() { w.exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-	})
-	select {
-	case line := <-ready:
-		fields := map[string]string{}
-		for _, m := range regexp.MustCompile(`(\w+)=(\S+)`).FindAllStringSubmatch(line, -1) {
-			fields[m[1]] = m[2]
-		}
-		w.api, w.source, w.dst = fields["api"], fields["source"], fields["destination"]
-	case err := <-w.exited:
-		t.Fatalf("the worker exited before it was ready: %v", err)
-	case <-time.After(90 * time.Second):
-		t.Fatal("the worker did not print its ready line")
-	}
+	env := workertest.Env(nil, token, "KAFKAMIRROR_SECRET_KEY=e2e-secret-key-0123456789", "KAFKAMIRROR_LOG_FORMAT=text")
+	w := workertest.Start(t, workerBin, env, "demo",
+		"--source-port", fmt.Sprint(freePort(t)), "--destination-port", fmt.Sprint(freePort(t)),
+		"--api-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	w.WaitReady(t)
 	return w
-}
-
-// stop sends SIGTERM and expects a clean exit.
-func (w *worker) stop(t *testing.T) {
-	t.Helper()
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-w.exited:
-		if err != nil {
-			t.Fatalf("worker exit after SIGTERM: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the worker did not stop after SIGTERM")
-	}
 }
 
 // terraform runs the real CLI on dir with the provider binary through dev_overrides.
@@ -170,6 +116,7 @@ resource "kafkamirror_mirror_topic" "orders" {
 func TestQuickstartFlowWithRealProcesses(t *testing.T) {
 	const token = "e2e-token"
 	w := startWorker(t, token)
+	source, destination := w.Ready["source"], w.Ready["destination"]
 	ctx := context.Background()
 	client := func(addr string, opts ...kgo.Opt) *kgo.Client {
 		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
@@ -181,10 +128,10 @@ func TestQuickstartFlowWithRealProcesses(t *testing.T) {
 	}
 
 	// Sample data: plain and compressed records on the source.
-	if _, err := kadm.NewClient(client(w.source)).CreateTopic(ctx, 3, -1, nil, "orders"); err != nil {
+	if _, err := kadm.NewClient(client(source)).CreateTopic(ctx, 3, -1, nil, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	prod := client(w.source, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	prod := client(source, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	const total = 300
 	for i := range total {
 		prod.Produce(ctx, &kgo.Record{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i%11), Value: fmt.Appendf(nil, "order-%d", i)}, nil)
@@ -218,15 +165,15 @@ func TestQuickstartFlowWithRealProcesses(t *testing.T) {
 		}
 		cl.Close()
 	}
-	consume(w.source, total/2)
+	consume(source, total/2)
 
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), fmt.Appendf(nil, config, w.api, token, w.source), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), fmt.Appendf(nil, config, w.URL, token, source), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	terraform(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
 	cmp := func() error {
-		d, err := kafkatest.CompareTopic(ctx, client(w.source), client(w.dst), "orders")
+		d, err := kafkatest.CompareTopic(ctx, client(source), client(destination), "orders")
 		if err == nil && d != nil {
 			err = d
 		}
@@ -235,12 +182,12 @@ func TestQuickstartFlowWithRealProcesses(t *testing.T) {
 	eventually(t, "identical logs", cmp)
 
 	// The group's offsets reach the destination as they are.
-	srcOffsets, err := kadm.NewClient(client(w.source)).FetchOffsets(ctx, "billing")
+	srcOffsets, err := kadm.NewClient(client(source)).FetchOffsets(ctx, "billing")
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "group offsets on the destination", func() error {
-		dstOffsets, err := kadm.NewClient(client(w.dst)).FetchOffsets(ctx, "billing")
+		dstOffsets, err := kadm.NewClient(client(destination)).FetchOffsets(ctx, "billing")
 		if err != nil {
 			return err
 		}
@@ -258,15 +205,17 @@ func TestQuickstartFlowWithRealProcesses(t *testing.T) {
 	if !strings.Contains(out, "Apply complete") {
 		t.Fatalf("failover apply: %s", out)
 	}
-	consume(w.dst, total/2)
+	consume(destination, total/2)
 	if len(seen) != total {
 		t.Fatalf("%d distinct records across the failover, want %d", len(seen), total)
 	}
 	// The failed-over topic is writable.
-	if err := client(w.dst).ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("after failover")}).FirstErr(); err != nil {
+	if err := client(destination).ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("after failover")}).FirstErr(); err != nil {
 		t.Fatalf("writing after failover: %v", err)
 	}
-	w.stop(t)
+	if code := w.Terminate(t); code != 0 {
+		t.Fatalf("worker exit code %d after SIGTERM", code)
+	}
 }
 
 func eventually(t *testing.T, what string, check func() error) {

@@ -14,12 +14,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +23,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/workertest"
 )
 
 // binPath is the worker binary built by TestMain.
@@ -38,10 +35,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binPath = filepath.Join(dir, "kafkamirror-worker")
-	build := exec.Command("go", "build", "-o", binPath, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if binPath, err = workertest.Build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "building kafkamirror-worker:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -51,156 +45,41 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer is a bytes.Buffer safe for the exec package's copying goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// workerProc is a running worker binary.
-type workerProc struct {
-	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
-	done           chan struct{}
-	url            string
-	token          string
-	client         *api.Client
-}
-
 // testToken is the API token of the workers the tests start.
 const testToken = "test-token-7f3a9c1e5b"
 
-// workerEnv is the environment of a worker on dst; extra entries ("K=V") override.
-// Nothing of the test process's environment leaks in but PATH and HOME, so a developer's
-// KAFKAMIRROR_* settings cannot change what is tested.
+// workerProc is a running worker binary, with the worker tests' ways of talking to it.
+type workerProc struct{ *workertest.Proc }
+
+// workerEnv is the environment of a worker on dst (none when nil), logging at debug level;
+// extra entries ("K=V") override.
 func workerEnv(dst *kafkatest.Cluster, extra ...string) []string {
-	env := []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"KAFKAMIRROR_API_TOKEN=" + testToken,
-		"KAFKAMIRROR_API_LISTEN=127.0.0.1:0",
-		"KAFKAMIRROR_LOG_LEVEL=debug",
-		"KAFKAMIRROR_LOG_FORMAT=json",
-		// Retry quickly: the tests must not wait out production back-offs.
-		"KAFKAMIRROR_RETRY_INITIAL_BACKOFF=50ms",
-		"KAFKAMIRROR_RETRY_MAX_BACKOFF=1s",
-	}
+	var addrs []string
 	if dst != nil {
-		env = append(env, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS="+strings.Join(dst.Addrs(), ","))
+		addrs = dst.Addrs()
 	}
-	return append(env, extra...)
+	return workertest.Env(addrs, testToken, append([]string{"KAFKAMIRROR_LOG_LEVEL=debug"}, extra...)...)
 }
 
 // startProc starts the binary and returns without waiting for it to be ready.
 func startProc(t *testing.T, env []string, args ...string) *workerProc {
 	t.Helper()
-	w := &workerProc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{}), token: testToken}
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "KAFKAMIRROR_API_TOKEN="); ok {
-			w.token = v
-		}
-	}
-	w.cmd = exec.Command(binPath, args...)
-	w.cmd.Env = env
-	w.cmd.Stdout, w.cmd.Stderr = w.stdout, w.stderr
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = w.cmd.Wait()
-		close(w.done)
-	}()
-	t.Cleanup(func() {
-		w.kill()
-		if t.Failed() {
-			t.Logf("worker stdout:\n%s\nworker stderr (last 6000 bytes):\n%s", w.stdout, tail(w.stderr.String(), 6000))
-		}
-	})
-	return w
+	return &workerProc{workertest.Start(t, binPath, env, args...)}
 }
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
-}
-
-var readyLine = regexp.MustCompile(`kafkamirror-worker ready: api=(\S+)`)
 
 // startWorker starts the binary and waits for its ready line.
 func startWorker(t *testing.T, env []string, args ...string) *workerProc {
 	t.Helper()
 	w := startProc(t, env, args...)
-	w.waitReady(t)
+	w.WaitReady(t)
 	return w
 }
-
-func (w *workerProc) waitReady(t *testing.T) {
-	t.Helper()
-	waitFor(t, 60*time.Second, "the worker's ready line", func() (bool, string) {
-		select {
-		case <-w.done:
-			t.Fatalf("the worker exited (code %d) before it was ready", w.cmd.ProcessState.ExitCode())
-		default:
-		}
-		m := readyLine.FindStringSubmatch(w.stdout.String())
-		if m == nil {
-			return false, "stdout: " + w.stdout.String()
-		}
-		w.url = m[1]
-		return true, ""
-	})
-	var err error
-	w.client, err = api.NewClient(api.ClientConfig{URL: w.url, Token: w.token, RetryWaitMin: 20 * time.Millisecond, RetryWaitMax: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// terminate sends SIGTERM and returns the exit code.
-func (w *workerProc) terminate(t *testing.T) int {
-	t.Helper()
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		t.Fatal(err)
-	}
-	select {
-	case <-w.done:
-	case <-time.After(60 * time.Second):
-		w.kill()
-		t.Fatal("the worker did not exit within 60s of SIGTERM")
-	}
-	return w.cmd.ProcessState.ExitCode()
-}
-
-func (w *workerProc) kill() {
-	select {
-	case <-w.done:
-	default:
-		_ = w.cmd.Process.Kill()
-		<-w.done
-	}
-}
-
-// output is everything the worker printed.
-func (w *workerProc) output() string { return w.stdout.String() + w.stderr.String() }
 
 // cli runs a CLI subcommand of the binary against the worker.
 func (w *workerProc) cli(t *testing.T, args ...string) (stdout string, code int) {
 	t.Helper()
-	cmd := exec.Command(binPath, append(args, "--worker-url", w.url)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KAFKAMIRROR_API_TOKEN=" + w.token}
+	cmd := exec.Command(binPath, append(args, "--worker-url", w.URL)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KAFKAMIRROR_API_TOKEN=" + w.Token}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -217,7 +96,7 @@ func (w *workerProc) cli(t *testing.T, args ...string) (stdout string, code int)
 // raw sends a request without the api client, for what the client would never send.
 func (w *workerProc) raw(t *testing.T, method, path, token, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, w.url+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, w.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

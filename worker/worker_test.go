@@ -27,6 +27,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/workertest"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -45,7 +46,7 @@ func TestWorkerLifecycle(t *testing.T) {
 	produce(t, prod, "orders", 0, 300)
 
 	w := startWorker(t, workerEnv(dst))
-	c, ctx := w.client, ctxT(t)
+	c, ctx := w.Client, ctxT(t)
 
 	m, err := c.CreateMirror(ctx, api.CreateMirrorRequest{
 		Name: "m1", Source: api.SourceConnection{BootstrapServers: src.Addrs()}, SourceClusterID: src.ID(),
@@ -85,7 +86,7 @@ func TestWorkerLifecycle(t *testing.T) {
 	waitTopic(t, c, "m1", "orders", "lag 0 after more records", caughtUp(api.StateMirroring))
 
 	// The state gauges and lag per partition.
-	s := scrape(t, w.url)
+	s := scrape(t, w.URL)
 	for _, want := range []struct {
 		name   string
 		labels []string
@@ -171,7 +172,7 @@ func TestWorkerLifecycle(t *testing.T) {
 	if lag != 60 {
 		t.Fatalf("total lag while paused %d, want the 60 records produced meanwhile", lag)
 	}
-	s = scrape(t, w.url)
+	s = scrape(t, w.URL)
 	if v, _ := metric(s, "kafkamirror_paused_partition_state"); v != 3 {
 		t.Errorf("kafkamirror_paused_partition_state = %v, want 3", v)
 	}
@@ -206,13 +207,13 @@ func TestWorkerLifecycle(t *testing.T) {
 	if err != nil || res[0].ErrorCode != api.CodeMirrorTopicAlreadyStopped {
 		t.Fatalf("second stop: %+v, %v", res, err)
 	}
-	if v, _ := metric(scrape(t, w.url), "kafkamirror_stopped_partition_state"); v != 3 {
+	if v, _ := metric(scrape(t, w.URL), "kafkamirror_stopped_partition_state"); v != 3 {
 		t.Errorf("kafkamirror_stopped_partition_state = %v, want 3", v)
 	}
 
 	// One log line per state transition, with the KIP's state names.
 	transitions := map[string]bool{}
-	for _, l := range strings.Split(w.stderr.String(), "\n") {
+	for _, l := range strings.Split(w.Stderr.String(), "\n") {
 		var e struct {
 			Msg, Mirror, Topic, From, To, Reason string
 			Partition                            *int32
@@ -244,7 +245,7 @@ func TestWorkerAPIErrors(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "present", 1, nil)
 	w := startWorker(t, workerEnv(dst))
-	c, ctx := w.client, ctxT(t)
+	c, ctx := w.Client, ctxT(t)
 
 	// Authentication: without a token, with a wrong one, and on unknown /v1 paths.
 	for _, tc := range []struct{ method, path, token string }{
@@ -260,7 +261,7 @@ func TestWorkerAPIErrors(t *testing.T) {
 			t.Errorf("%s %s with token %q: %d %s", tc.method, tc.path, tc.token, status, body)
 		}
 	}
-	bad, err := api.NewClient(api.ClientConfig{URL: w.url, Token: "wrong-token"})
+	bad, err := api.NewClient(api.ClientConfig{URL: w.URL, Token: "wrong-token"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestWorkerAPIErrors(t *testing.T) {
 		status, body := w.raw(t, tc.method, tc.path, testToken, tc.body)
 		var eb api.ErrorBody
 		if err := json.Unmarshal(body, &eb); err != nil || status != tc.status || eb.ErrorCode != tc.code || !strings.Contains(eb.Message, tc.mention) {
-			t.Errorf("%s: %d %s, want %d %s mentioning %q", tc.name, status, tail(string(body), 300), tc.status, tc.code, tc.mention)
+			t.Errorf("%s: %d %s, want %d %s mentioning %q", tc.name, status, workertest.Tail(string(body), 300), tc.status, tc.code, tc.mention)
 		}
 	}
 
@@ -366,13 +367,13 @@ func TestWorkerRestartResumes(t *testing.T) {
 	env := workerEnv(dst)
 	w := startWorker(t, env)
 	ctx := ctxT(t)
-	if _, err := w.client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "r", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
+	if _, err := w.Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "r", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := w.client.StartTopics(ctx, "r", []string{"events"}, ""); err != nil || res[0].Err() != nil {
+	if res, err := w.Client.StartTopics(ctx, "r", []string{"events"}, ""); err != nil || res[0].Err() != nil {
 		t.Fatalf("start: %+v, %v", res, err)
 	}
-	waitTopic(t, w.client, "r", "events", "MIRRORING", inState(api.StateMirroring))
+	waitTopic(t, w.Client, "r", "events", "MIRRORING", inState(api.StateMirroring))
 
 	// Produce continuously, in the background, while the worker mirrors and restarts.
 	var produced atomic.Int64
@@ -420,11 +421,11 @@ func TestWorkerRestartResumes(t *testing.T) {
 	waitFor(t, 30*time.Second, "mirroring of the new records", func() (bool, string) {
 		return destEnd() > 400, fmt.Sprintf("destination holds %d offsets", destEnd())
 	})
-	if code := w.terminate(t); code != 0 {
+	if code := w.Terminate(t); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)
 	}
-	if !strings.Contains(w.stderr.String(), "kafkamirror worker stopped") {
-		t.Fatalf("no graceful stop in the log:\n%s", tail(w.stderr.String(), 3000))
+	if !strings.Contains(w.Stderr.String(), "kafkamirror worker stopped") {
+		t.Fatalf("no graceful stop in the log:\n%s", workertest.Tail(w.Stderr.String(), 3000))
 	}
 	// The source moves on while the worker is down.
 	before := produced.Load()
@@ -438,7 +439,7 @@ func TestWorkerRestartResumes(t *testing.T) {
 	})
 	stopProducing()
 	kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
-	d := waitTopic(t, w2.client, "r", "events", "MIRRORING with lag 0 after the restart", caughtUp(api.StateMirroring))
+	d := waitTopic(t, w2.Client, "r", "events", "MIRRORING with lag 0 after the restart", caughtUp(api.StateMirroring))
 	var total int64
 	for _, p := range d.Partitions {
 		total += p.DestinationOffset
@@ -446,7 +447,7 @@ func TestWorkerRestartResumes(t *testing.T) {
 	if total != produced.Load() {
 		t.Fatalf("destination holds %d offsets, %d were produced", total, produced.Load())
 	}
-	if code := w2.terminate(t); code != 0 {
+	if code := w2.Terminate(t); code != 0 {
 		t.Fatalf("exit code %d after the second SIGTERM", code)
 	}
 }
@@ -468,7 +469,7 @@ func TestWorkerNeverRevealsSecrets(t *testing.T) {
 
 	env := workerEnv(dst, "KAFKAMIRROR_SECRET_KEY="+secretKey)
 	w := startWorker(t, env)
-	c, ctx := w.client, ctxT(t)
+	c, ctx := w.Client, ctxT(t)
 	source := api.SourceConnection{BootstrapServers: src.Addrs(), SASL: &api.SASL{Mechanism: "SCRAM-SHA-256", Username: user, Password: password}}
 	body, _ := json.Marshal(api.CreateMirrorRequest{Name: "sec", Source: source})
 	status, created := w.raw(t, "POST", "/v1/mirrors", testToken, string(body))
@@ -505,7 +506,7 @@ func TestWorkerNeverRevealsSecrets(t *testing.T) {
 	} {
 		var st int
 		st, answers[r.name] = w.raw(t, r.method, r.path, testToken, r.body)
-		t.Logf("%s: %d %s", r.name, st, tail(string(answers[r.name]), 400))
+		t.Logf("%s: %d %s", r.name, st, workertest.Tail(string(answers[r.name]), 400))
 	}
 	for _, args := range [][]string{{"list", "--json"}, {"describe", "--json"}, {"describe"}} {
 		out, _ := w.cli(t, args...)
@@ -522,12 +523,12 @@ func TestWorkerNeverRevealsSecrets(t *testing.T) {
 		}
 	}
 
-	if code := w.terminate(t); code != 0 {
+	if code := w.Terminate(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
-	logs := w.output()
+	logs := w.Output()
 	if !strings.Contains(logs, "partition state changed") {
-		t.Fatalf("the log has no state transitions; is it captured?\n%s", tail(logs, 2000))
+		t.Fatalf("the log has no state transitions; is it captured?\n%s", workertest.Tail(logs, 2000))
 	}
 	for _, secret := range []string{password, wrongPass, secretKey, testToken} {
 		if strings.Contains(logs, secret) {
@@ -579,15 +580,15 @@ func TestWorkerNeverRevealsSecrets(t *testing.T) {
 	// it says which setting to look at.
 	w2 := startProc(t, workerEnv(dst, "KAFKAMIRROR_SECRET_KEY=another-secret-key-0123456789"))
 	waitFor(t, 30*time.Second, "a not-ready answer naming the secret key", func() (bool, string) {
-		m := regexp.MustCompile(`"url":"(http://[^"]+)"`).FindStringSubmatch(w2.stderr.String())
+		m := regexp.MustCompile(`"url":"(http://[^"]+)"`).FindStringSubmatch(w2.Stderr.String())
 		if m == nil {
 			return false, "no listening line yet"
 		}
-		w2.url = m[1]
+		w2.URL = m[1]
 		status, body := w2.raw(t, "GET", "/readyz", "", "")
 		return status == 503 && strings.Contains(string(body), "KAFKAMIRROR_SECRET_KEY"), fmt.Sprintf("%d %s", status, body)
 	})
-	if code := w2.terminate(t); code != 0 {
+	if code := w2.Terminate(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 }
@@ -604,11 +605,11 @@ func TestWorkerNotReadyUntilTheEngineOpens(t *testing.T) {
 	ln.Close()
 	w := startProc(t, workerEnv(nil, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS="+nowhere))
 	waitFor(t, 30*time.Second, "the API to listen", func() (bool, string) {
-		m := regexp.MustCompile(`"url":"(http://[^"]+)"`).FindStringSubmatch(w.stderr.String())
+		m := regexp.MustCompile(`"url":"(http://[^"]+)"`).FindStringSubmatch(w.Stderr.String())
 		if m == nil {
-			return false, w.stderr.String()
+			return false, w.Stderr.String()
 		}
-		w.url = m[1]
+		w.URL = m[1]
 		return true, ""
 	})
 	if status, body := w.raw(t, "GET", "/healthz", "", ""); status != 200 {
@@ -624,7 +625,7 @@ func TestWorkerNotReadyUntilTheEngineOpens(t *testing.T) {
 	if status, _ := w.raw(t, "GET", "/v1/mirrors", "", ""); status != 401 {
 		t.Fatalf("/v1/mirrors without a token before ready: %d, want 401", status)
 	}
-	if code := w.terminate(t); code != 0 {
+	if code := w.Terminate(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 }
@@ -645,9 +646,9 @@ func TestWorkerInvalidConfiguration(t *testing.T) {
 	} {
 		env := append(workerEnv(nil, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS=127.0.0.1:1"), tc.env...)
 		w := startProc(t, env, tc.args...)
-		<-w.done
-		if code := w.cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(w.stderr.String(), tc.mention) {
-			t.Errorf("%v %v: exit code %d, stderr %q", tc.env, tc.args, code, w.stderr.String())
+		<-w.Done()
+		if code := w.Cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(w.Stderr.String(), tc.mention) {
+			t.Errorf("%v %v: exit code %d, stderr %q", tc.env, tc.args, code, w.Stderr.String())
 		}
 	}
 }
@@ -660,34 +661,34 @@ func TestWorkerDemo(t *testing.T) {
 	args := []string{"demo", "--source-port", "0", "--destination-port", "0", "--data-dir", dir}
 	env := []string{"PATH=" + "/usr/bin:/bin", "KAFKAMIRROR_API_LISTEN=127.0.0.1:0", "KAFKAMIRROR_LOG_FORMAT=text"}
 	w := startProc(t, env, args...)
-	w.waitReady(t)
-	out := w.stdout.String()
+	w.WaitReady(t)
+	out := w.Stdout.String()
 	line := regexp.MustCompile(`kafkamirror-worker ready: api=http://127\.0\.0\.1:\d+ source=(127\.0\.0\.1:\d+) destination=127\.0\.0\.1:\d+`).FindStringSubmatch(out)
 	tok := regexp.MustCompile(`api token:\s+([0-9a-f]{32}) \(generated`).FindStringSubmatch(out)
 	if line == nil || tok == nil {
 		t.Fatalf("demo output:\n%s", out)
 	}
-	c, err := api.NewClient(api.ClientConfig{URL: w.url, Token: tok[1]})
+	c, err := api.NewClient(api.ClientConfig{URL: w.URL, Token: tok[1]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.CreateMirror(ctxT(t), api.CreateMirrorRequest{Name: "demo", Source: api.SourceConnection{BootstrapServers: []string{line[1]}}, SourceClusterID: "source"}); err != nil {
 		t.Fatal(err)
 	}
-	if code := w.terminate(t); code != 0 {
+	if code := w.Terminate(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 
 	w = startProc(t, append(env, "KAFKAMIRROR_API_TOKEN=chosen-token"), args...)
-	w.waitReady(t)
-	if strings.Contains(w.stdout.String(), "generated") {
-		t.Fatalf("a token was generated although one was set:\n%s", w.stdout)
+	w.WaitReady(t)
+	if strings.Contains(w.Stdout.String(), "generated") {
+		t.Fatalf("a token was generated although one was set:\n%s", w.Stdout)
 	}
-	ms, err := w.client.ListMirrors(ctxT(t))
+	ms, err := w.Client.ListMirrors(ctxT(t))
 	if err != nil || len(ms) != 1 || ms[0].Name != "demo" || ms[0].SourceClusterID != "source" {
 		t.Fatalf("mirrors after the restart: %+v, %v", ms, err)
 	}
-	if code := w.terminate(t); code != 0 {
+	if code := w.Terminate(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 }
@@ -700,9 +701,9 @@ func TestWorkerServesTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := selfSignedCert(t, dir)
 	w := startProc(t, workerEnv(dst, "KAFKAMIRROR_API_TLS_CERT_FILE="+certFile, "KAFKAMIRROR_API_TLS_KEY_FILE="+keyFile))
-	w.waitReady(t)
-	if !strings.HasPrefix(w.url, "https://") {
-		t.Fatalf("ready line URL %s", w.url)
+	w.WaitReady(t)
+	if !strings.HasPrefix(w.URL, "https://") {
+		t.Fatalf("ready line URL %s", w.URL)
 	}
 	pemData, err := os.ReadFile(certFile)
 	if err != nil {
@@ -710,14 +711,14 @@ func TestWorkerServesTLS(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pemData)
-	c, err := api.NewClient(api.ClientConfig{URL: w.url, Token: testToken, TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
+	c, err := api.NewClient(api.ClientConfig{URL: w.URL, Token: testToken, TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ms, err := c.ListMirrors(ctxT(t)); err != nil || len(ms) != 0 {
 		t.Fatalf("list over TLS: %v, %v", ms, err)
 	}
-	if _, err := w.client.ListMirrors(ctxT(t)); err == nil {
+	if _, err := w.Client.ListMirrors(ctxT(t)); err == nil {
 		t.Fatal("a client without the CA was accepted")
 	}
 	if out, code := w.cli(t, "list", "--worker-ca-file", certFile); code != 0 || !strings.HasPrefix(out, "MIRROR") {

@@ -13,11 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +29,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/workertest"
 )
 
 var (
@@ -86,10 +85,7 @@ func testMain(m *testing.M) int {
 		}
 		writeOnlySupported = v.GreaterThanOrEqual(version.Must(version.NewVersion("1.11.0")))
 		fmt.Fprintf(os.Stderr, "internal/provider: acceptance tests with terraform %s (write-only attributes: %v)\n", v, writeOnlySupported)
-		workerBin = filepath.Join(dir, "kafkamirror-worker")
-		build := exec.Command("go", "build", "-o", workerBin, "github.com/kafkamirror/terraform-provider-kafkamirror/worker")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
+		if workerBin, err = workertest.Build(dir); err != nil {
 			fmt.Fprintln(os.Stderr, "building kafkamirror-worker:", err)
 			return 1
 		}
@@ -243,93 +239,22 @@ const testToken = "provider-test-token-3b9e"
 // testSecretKey encrypts stored source credentials in the workers the tests start.
 const testSecretKey = "provider-test-secret-key-0123456789"
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // testWorker is a running kafkamirror-worker process.
 type testWorker struct {
 	url    string
 	client *api.Client
 }
 
-var readyLine = regexp.MustCompile(`kafkamirror-worker ready: api=(\S+)`)
-
 // startWorker starts a worker mirroring into dst and waits until it is ready. extraEnv
 // ("K=V") adds settings, such as the destination's SASL credentials.
 func startWorker(t *testing.T, dst *kafkatest.Cluster, extraEnv ...string) *testWorker {
 	t.Helper()
-	env := append([]string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"KAFKAMIRROR_API_TOKEN=" + testToken,
-		"KAFKAMIRROR_API_LISTEN=127.0.0.1:0",
-		"KAFKAMIRROR_SECRET_KEY=" + testSecretKey,
-		"KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS=" + strings.Join(dst.Addrs(), ","),
-		"KAFKAMIRROR_LOG_LEVEL=info",
-		// Retry quickly: tests must not wait out production back-offs.
-		"KAFKAMIRROR_RETRY_INITIAL_BACKOFF=50ms",
-		"KAFKAMIRROR_RETRY_MAX_BACKOFF=1s",
-	}, extraEnv...)
-	var stdout, stderr syncBuffer
-	cmd := exec.Command(workerBin)
-	cmd.Env, cmd.Stdout, cmd.Stderr = env, &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			out := stderr.String()
-			if len(out) > 8000 {
-				out = "..." + out[len(out)-8000:]
-			}
-			t.Logf("worker on %s: stdout:\n%s\nstderr (tail):\n%s", dst.ID(), stdout.String(), out)
-		}
-	})
-	w := &testWorker{}
-	waitUntil(t, 60*time.Second, "the worker's ready line", func() (bool, string) {
-		select {
-		case <-done:
-			t.Fatalf("the worker exited (%v) before it was ready: %s", cmd.ProcessState, stderr.String())
-		default:
-		}
-		m := readyLine.FindStringSubmatch(stdout.String())
-		if m == nil {
-			return false, "stdout: " + stdout.String()
-		}
-		w.url = m[1]
-		return true, ""
-	})
-	var err error
-	w.client, err = api.NewClient(api.ClientConfig{URL: w.url, Token: testToken, RetryWaitMin: 20 * time.Millisecond, RetryWaitMax: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
+	env := workertest.Env(dst.Addrs(), testToken, append([]string{
+		"KAFKAMIRROR_SECRET_KEY=" + testSecretKey, "KAFKAMIRROR_LOG_LEVEL=info",
+	}, extraEnv...)...)
+	p := workertest.Start(t, workerBin, env)
+	p.WaitReady(t)
+	return &testWorker{url: p.URL, client: p.Client}
 }
 
 // providerBlock is the provider configuration for w, under provider name name
