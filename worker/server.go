@@ -280,6 +280,11 @@ func (s *server) getMirror(w http.ResponseWriter, r *http.Request, e engineAPI) 
 	if err != nil {
 		return err
 	}
+	return writeMirror(w, e, name)
+}
+
+// writeMirror answers with the mirror as the engine describes it now.
+func writeMirror(w http.ResponseWriter, e engineAPI, name string) error {
 	d, err := e.DescribeClusterMirror(name)
 	if err != nil {
 		return err
@@ -321,12 +326,7 @@ func (s *server) updateMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	if _, err := e.UpdateClusterMirror(ctx, mirrorengine.MirrorRecord{Name: name, Source: source, Sync: sync}); err != nil {
 		return err
 	}
-	d, err := e.DescribeClusterMirror(name)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, mirrorToAPI(d))
-	return nil
+	return writeMirror(w, e, name)
 }
 
 func (s *server) deleteMirror(w http.ResponseWriter, r *http.Request, e engineAPI) error {
