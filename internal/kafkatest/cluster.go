@@ -1,9 +1,10 @@
-// Package kafkatest starts in-process Kafka clusters (franz-go's kfake) for
-// tests and for the worker's embedded demo mode, and offers a comparator that
-// proves two partitions identical offset for offset.
+// Package kafkatest starts Kafka clusters for tests — in-process kfake clusters
+// (also the worker's embedded demo mode) and real Apache Kafka clusters (KRaft,
+// one JVM per node; see Kafka) behind one Cluster type — and offers a comparator
+// that proves two partitions identical offset for offset.
 //
-// Clusters are strict by default: kfake is made to behave like a real broker
-// where the mirror's correctness depends on it (asynchronous transaction
+// kfake clusters are strict by default: kfake is made to behave like a real
+// broker where the mirror's correctness depends on it (asynchronous transaction
 // markers, LogValidator rejections). See strict.go.
 //
 // The package must not depend on internal/mirrorengine: the comparator is the
@@ -32,8 +33,10 @@ import (
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
 	Cleanup(func())
 	Logf(format string, args ...any)
+	Failed() bool
 }
 
 // DefaultMarkerDelay is how long strict mode keeps a transaction's markers
@@ -53,6 +56,9 @@ type config struct {
 	aclPassword string
 	users       map[string]string // ordinary SCRAM users: no permissions until ACLs grant them
 	markerDelay time.Duration
+
+	kafkaVersion  string            // a real Apache Kafka cluster of this version; "" for kfake
+	brokerConfigs map[string]string // real brokers' server.properties overrides
 
 	// markerGate, when set, holds every deferred marker until it is
 	// closed (tests use it to observe the window deterministically).
@@ -102,9 +108,27 @@ func User(name, password string) Option {
 // the log after EndTxn succeeded (default DefaultMarkerDelay).
 func MarkerDelay(d time.Duration) Option { return func(c *config) { c.markerDelay = d } }
 
-// Cluster is a running fake Kafka cluster.
+// Kafka makes the cluster a real Apache Kafka cluster of version (KafkaNewest,
+// KafkaOldest, …) fetched from Maven Central by FetchKafka, instead of kfake. The cluster
+// id is a Kafka Uuid chosen at format time (ClusterID is ignored: read ID); Lenient and
+// MarkerDelay do not apply; a real broker is strict by nature.
+func Kafka(version string) Option { return func(c *config) { c.kafkaVersion = version } }
+
+// BrokerConfig sets a real broker's server.properties entry (transaction timeouts, quotas,
+// log cleaner settings, …). kfake clusters ignore it.
+func BrokerConfig(key, value string) Option {
+	return func(c *config) {
+		if c.brokerConfigs == nil {
+			c.brokerConfigs = map[string]string{}
+		}
+		c.brokerConfigs[key] = value
+	}
+}
+
+// Cluster is a running Kafka cluster: kfake, or real Apache Kafka brokers.
 type Cluster struct {
-	fake     *kfake.Cluster
+	fake     *kfake.Cluster // nil for real Kafka
+	kafka    *kafkaCluster  // nil for kfake
 	cfg      config
 	id       string
 	addrs    []string
@@ -125,6 +149,9 @@ func Start(opts ...Option) (*Cluster, error) {
 	}
 	if cfg.brokers < 1 {
 		return nil, fmt.Errorf("kafkatest: %d brokers", cfg.brokers)
+	}
+	if cfg.kafkaVersion != "" {
+		return startKafkaCluster(cfg)
 	}
 	kopts := []kfake.Opt{kfake.ClusterID(cfg.id), kfake.NumBrokers(cfg.brokers)}
 	if len(cfg.ports) > 0 {
@@ -151,24 +178,9 @@ func Start(opts ...Option) (*Cluster, error) {
 		return nil, fmt.Errorf("kafkatest: starting kfake: %w", err)
 	}
 	c := &Cluster{fake: fake, cfg: cfg, addrs: fake.ListenAddrs()}
-	c.internal, err = kgo.NewClient(c.ClientOpts()...)
-	if err != nil {
+	if err := c.connect(10 * time.Second); err != nil {
 		fake.Close()
-		return nil, fmt.Errorf("kafkatest: internal client: %w", err)
-	}
-	// A cluster reloaded from a DataDir keeps its stored id, which may not
-	// be cfg.id: ask the cluster. This also proves the listeners answer.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, c.internal)
-	if err != nil {
-		c.internal.Close()
-		fake.Close()
-		return nil, fmt.Errorf("kafkatest: cluster does not answer: %w", err)
-	}
-	c.id = cfg.id
-	if meta.ClusterID != nil {
-		c.id = *meta.ClusterID
+		return nil, err
 	}
 	if !cfg.lenient {
 		c.strict, err = newStrict(c)
@@ -181,17 +193,78 @@ func Start(opts ...Option) (*Cluster, error) {
 	return c, nil
 }
 
+// connect makes the internal client and waits until every broker is in the cluster's
+// metadata. A cluster reloaded from a DataDir keeps its stored id, which may not be
+// cfg.id: the id is read from the cluster.
+func (c *Cluster) connect(timeout time.Duration) error {
+	var err error
+	c.internal, err = kgo.NewClient(c.ClientOpts()...)
+	if err != nil {
+		return fmt.Errorf("kafkatest: internal client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		var meta *kmsg.MetadataResponse
+		meta, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx, c.internal)
+		if err == nil && len(meta.Brokers) == len(c.addrs) {
+			c.id = c.cfg.id
+			if meta.ClusterID != nil {
+				c.id = *meta.ClusterID
+			}
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%d of %d brokers registered", len(meta.Brokers), len(c.addrs))
+		}
+		select {
+		case <-ctx.Done():
+			c.internal.Close()
+			return fmt.Errorf("kafkatest: cluster does not answer: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func startKafkaCluster(cfg config) (*Cluster, error) {
+	k, err := startKafka(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{kafka: k, cfg: cfg, addrs: k.addrs()}
+	if err := c.connect(startupTimeout); err != nil {
+		err = fmt.Errorf("%w\n%s", err, k.logTail(40))
+		k.close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // New starts a cluster that is closed when the test ends; it fails the test
 // if the cluster cannot start, or if strict mode could not deliver a
-// transaction marker it had promised.
+// transaction marker it had promised. It skips the test when the cluster's tier
+// (TierFake or TierKafka) is not selected. When the test failed, a real cluster's
+// warnings and errors are printed with the broker's log folder.
 func New(t TB, opts ...Option) *Cluster {
 	t.Helper()
+	var probe config
+	for _, o := range opts {
+		o(&probe)
+	}
+	if probe.kafkaVersion != "" {
+		RequireKafka(t)
+	} else {
+		RequireFake(t)
+	}
 	c, err := Start(opts...)
 	if err != nil {
 		t.Fatalf("kafkatest.New: %v", err)
 		return nil
 	}
 	t.Cleanup(func() {
+		if c.kafka != nil && t.Failed() {
+			t.Logf("%s", c.kafka.problems(40))
+		}
 		c.Close()
 		if err := c.strictErr(); err != nil {
 			t.Fatalf("kafkatest: cluster %s: %v", c.id, err)
@@ -234,6 +307,10 @@ func (c *Cluster) Close() {
 			c.strict.close()
 		}
 		c.internal.Close()
+		if c.kafka != nil {
+			c.kafka.close()
+			return
+		}
 		c.fake.Close()
 	})
 }
@@ -245,9 +322,17 @@ func (c *Cluster) Addrs() []string { return append([]string(nil), c.addrs...) }
 func (c *Cluster) ID() string { return c.id }
 
 // Fake returns the underlying kfake cluster (ShufflePartitionLeaders,
-// Compact, DeleteRecords, …). Requests made through its admin helpers bypass
-// strict mode.
+// Compact, DeleteRecords, …), or nil for real Kafka. Requests made through its
+// admin helpers bypass strict mode.
 func (c *Cluster) Fake() *kfake.Cluster { return c.fake }
+
+// Broker names what the cluster runs: "kfake" or "kafka-<version>".
+func (c *Cluster) Broker() string {
+	if c.kafka != nil {
+		return "kafka-" + c.kafka.version
+	}
+	return "kfake"
+}
 
 // ClientOpts returns options for a client of this cluster: seed brokers,
 // SASL when WithACLs was given, and timeouts that fail fast in tests.
@@ -310,6 +395,50 @@ func (c *Cluster) CreateTopic(t TB, topic string, partitions int32, configs map[
 	if err != nil {
 		t.Fatalf("kafkatest: create topic %q on %s: %v", topic, c.id, err)
 	}
+	c.WaitTopic(t, topic, partitions)
+}
+
+// WaitTopic waits until every broker's metadata has topic with its partitions and their
+// leaders. Real brokers learn of a new topic asynchronously, so a request right after
+// CreateTopics can still get UNKNOWN_TOPIC_OR_PARTITION.
+func (c *Cluster) WaitTopic(t TB, topic string, partitions int32) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.topicEverywhere(topic, partitions)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kafkatest: topic %q on %s: %v", topic, c.id, err)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) topicEverywhere(topic string, partitions int32) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, id := range c.BrokerIDs() {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, c.internal.Broker(int(id)))
+		if err != nil {
+			return fmt.Errorf("broker %d: %w", id, err)
+		}
+		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || int32(len(resp.Topics[0].Partitions)) != partitions {
+			return fmt.Errorf("broker %d does not list the topic with %d partitions yet", id, partitions)
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			if p.Leader < 0 {
+				return fmt.Errorf("broker %d: partition %d has no leader yet", id, p.Partition)
+			}
+		}
+	}
+	return nil
 }
 
 // strictErr returns the markers strict mode failed to deliver, if any.

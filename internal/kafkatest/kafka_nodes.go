@@ -1,0 +1,170 @@
+package kafkatest
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// KillBroker ends broker id of a real cluster with SIGKILL, as a crash would.
+func (c *Cluster) KillBroker(t TB, id int32) {
+	t.Helper()
+	c.stopBroker(t, id, true)
+}
+
+// StopBroker shuts broker id of a real cluster down cleanly.
+func (c *Cluster) StopBroker(t TB, id int32) {
+	t.Helper()
+	c.stopBroker(t, id, false)
+}
+
+func (c *Cluster) stopBroker(t TB, id int32, kill bool) {
+	t.Helper()
+	b := c.realBroker(t, id)
+	if b == nil {
+		return
+	}
+	b.stop(kill)
+}
+
+// RestartBroker starts a stopped or killed broker of a real cluster again and waits until
+// it listens.
+func (c *Cluster) RestartBroker(t TB, id int32) {
+	t.Helper()
+	b := c.realBroker(t, id)
+	if b == nil {
+		return
+	}
+	if err := c.kafka.startNode(b); err != nil {
+		t.Fatalf("%v", err)
+		return
+	}
+	if err := c.kafka.waitListening(startupTimeout); err != nil {
+		t.Fatalf("%v\n%s", err, c.kafka.logTail(40))
+	}
+}
+
+// BrokerIDs returns the node ids of a cluster's brokers.
+func (c *Cluster) BrokerIDs() []int32 {
+	if c.kafka == nil {
+		ids := make([]int32, len(c.addrs))
+		for i := range ids {
+			ids[i] = int32(i)
+		}
+		return ids
+	}
+	ids := make([]int32, len(c.kafka.brokers))
+	for i, b := range c.kafka.brokers {
+		ids[i] = b.id
+	}
+	return ids
+}
+
+func (c *Cluster) realBroker(t TB, id int32) *kafkaNode {
+	t.Helper()
+	if c.kafka == nil {
+		t.Fatalf("kafkatest: broker control needs a real Kafka cluster; %s is kfake", c.id)
+		return nil
+	}
+	b, err := c.kafka.broker(id)
+	if err != nil {
+		t.Fatalf("%v", err)
+		return nil
+	}
+	return b
+}
+
+// shared holds the clusters that tests of one package share (Shared), until Main closes
+// them at the end of the test binary.
+var shared struct {
+	mu       sync.Mutex
+	clusters map[string]*sharedCluster
+}
+
+type sharedCluster struct {
+	once sync.Once
+	c    *Cluster
+	err  error
+}
+
+// Shared returns the cluster named name, starting it with opts on first use; later calls
+// with the same name get the same cluster whatever their opts. Tests that share a cluster
+// must keep out of each other's way (topics of their own). Main closes shared clusters when
+// the package's tests end: a package that uses Shared must call it from TestMain.
+func Shared(t TB, name string, opts ...Option) *Cluster {
+	t.Helper()
+	var probe config
+	for _, o := range opts {
+		o(&probe)
+	}
+	if probe.kafkaVersion != "" {
+		RequireKafka(t)
+	} else {
+		RequireFake(t)
+	}
+	shared.mu.Lock()
+	if shared.clusters == nil {
+		shared.clusters = map[string]*sharedCluster{}
+	}
+	sc := shared.clusters[name]
+	if sc == nil {
+		sc = &sharedCluster{}
+		shared.clusters[name] = sc
+	}
+	shared.mu.Unlock()
+	sc.once.Do(func() {
+		start := time.Now()
+		sc.c, sc.err = Start(opts...)
+		if sc.err == nil {
+			t.Logf("kafkatest: shared cluster %q (%s) started in %v", name, sc.c.Broker(), time.Since(start).Round(time.Millisecond))
+		}
+	})
+	if sc.err != nil {
+		t.Fatalf("kafkatest: shared cluster %q: %v", name, sc.err)
+		return nil
+	}
+	t.Cleanup(func() {
+		if sc.c.kafka != nil && t.Failed() {
+			t.Logf("%s", sc.c.kafka.problems(40))
+		}
+	})
+	return sc.c
+}
+
+// M is the part of *testing.M that Main needs.
+type M interface{ Run() int }
+
+// Main runs a package's tests and then closes its shared clusters. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { kafkatest.Main(m) }
+func Main(m M) {
+	code := m.Run()
+	shared.mu.Lock()
+	var wg sync.WaitGroup
+	for _, sc := range shared.clusters {
+		if sc.c != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); sc.c.Close() }()
+		}
+	}
+	shared.mu.Unlock()
+	wg.Wait()
+	if err := sharedStrictErrors(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func sharedStrictErrors() error {
+	for name, sc := range shared.clusters {
+		if sc.c == nil {
+			continue
+		}
+		if err := sc.c.strictErr(); err != nil {
+			return fmt.Errorf("kafkatest: shared cluster %q: %w", name, err)
+		}
+	}
+	return nil
+}
