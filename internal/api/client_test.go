@@ -61,6 +61,41 @@ func TestClientSendsTokenAndDecodes(t *testing.T) {
 	}
 }
 
+// TestClientSendsJSONContentType: the worker answers 415 to a body of another type, so every
+// request with a body must declare application/json.
+func TestClientSendsJSONContentType(t *testing.T) {
+	var bodies atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if len(body) > 0 {
+			bodies.Add(1)
+			if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+				writeBody(w, 415, ErrorBody{CodeInvalidRequest, r.Method + " " + r.URL.Path + " with Content-Type " + ct})
+				return
+			}
+		}
+		writeBody(w, 200, map[string]any{})
+	}))
+	defer srv.Close()
+	c, ctx := newTestClient(t, srv.URL), context.Background()
+	calls := []func() error{
+		func() error { _, err := c.CreateMirror(ctx, CreateMirrorRequest{Name: "m"}); return err },
+		func() error { _, err := c.UpdateMirror(ctx, "m", UpdateMirrorRequest{}); return err },
+		func() error { _, err := c.StartTopics(ctx, "m", []string{"t"}, ""); return err },
+		func() error { _, err := c.StopTopics(ctx, "m", []string{"t"}); return err },
+		func() error { _, err := c.PauseTopics(ctx, "m", []string{"t"}); return err },
+		func() error { _, err := c.ResumeTopics(ctx, "m", []string{"t"}); return err },
+	}
+	for _, call := range calls {
+		if err := call(); err != nil {
+			t.Error(err)
+		}
+	}
+	if n := bodies.Load(); n != int32(len(calls)) {
+		t.Fatalf("%d requests had a body, want %d", n, len(calls))
+	}
+}
+
 func TestClientRetriesServerErrorsAndResendsTheBody(t *testing.T) {
 	var attempts atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -90,7 +125,7 @@ func TestClientRetriesServerErrorsAndResendsTheBody(t *testing.T) {
 }
 
 func TestClientNeverRetriesClientErrors(t *testing.T) {
-	for _, status := range []int{400, 401, 404, 409, 413} {
+	for _, status := range []int{400, 401, 404, 409, 413, 415} {
 		var attempts atomic.Int32
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			attempts.Add(1)
