@@ -104,7 +104,7 @@ provider "kafkamirror" {
 resource "kafkamirror_cluster_mirror" "primary" {
   name   = "primary-to-dr"
   source = { bootstrap_servers = [%q] }
-  sync   = { interval = "200ms", consumer_groups = true, topic_configs = true }
+  sync   = { interval = "1s", consumer_groups = true, topic_configs = true }
 }
 resource "kafkamirror_mirror_topic" "orders" {
   mirror_name = kafkamirror_cluster_mirror.primary.name
@@ -114,7 +114,7 @@ resource "kafkamirror_mirror_topic" "orders" {
 `
 
 func TestQuickstartFlowWithRealProcesses(t *testing.T) {
-	const token = "e2e-token"
+	const token = "e2e-token-0123456789"
 	w := startWorker(t, token)
 	source, destination := w.Ready["source"], w.Ready["destination"]
 	ctx := context.Background()

@@ -22,9 +22,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
 
@@ -102,6 +104,17 @@ type LogConfig struct {
 	Level  string // debug, info, warn, error
 }
 
+// The ranges of the retry back-offs: below them a FAILED partition reconnects to both
+// clusters in a busy loop, above them a fault that has passed keeps it failed for hours.
+var (
+	initialBackoffRange = api.DurationRange{Min: 10 * time.Millisecond, Max: time.Hour}
+	maxBackoffRange     = api.DurationRange{Min: 100 * time.Millisecond, Max: 24 * time.Hour}
+)
+
+// minTokenLen is the shortest API token the worker accepts: a guessable token is no
+// authentication. Embedded mode's generated tokens have 32 characters.
+const minTokenLen = 16
+
 func defaultConfig() Config {
 	return Config{
 		API:   APIConfig{Listen: "127.0.0.1:8080"},
@@ -158,14 +171,11 @@ func boolean(p func(*Config) *bool) func(*Config, string) error {
 	}
 }
 
-func duration(p func(*Config) *time.Duration) func(*Config, string) error {
+func duration(r api.DurationRange, p func(*Config) *time.Duration) func(*Config, string) error {
 	return func(c *Config, v string) error {
-		d, err := time.ParseDuration(v)
+		d, err := r.Parse(v)
 		if err != nil {
-			return fmt.Errorf("%q is not a duration (like 100ms, 30s, 5m)", v)
-		}
-		if d < 0 {
-			return fmt.Errorf("%q is negative", v)
+			return err
 		}
 		*p(c) = d
 		return nil
@@ -220,7 +230,7 @@ var settings = []*setting{
 		set: str(func(c *Config) *string { return &c.Destination.SASL.Password })},
 	{key: "api.listen", usage: "host:port of the HTTP API (default 127.0.0.1:8080; port 0 picks a free port)",
 		set: str(func(c *Config) *string { return &c.API.Listen })},
-	{key: "api.token", secret: true, usage: "bearer token every /v1 request must carry (required)",
+	{key: "api.token", secret: true, usage: fmt.Sprintf("bearer token every /v1 request must carry, at least %d characters (required)", minTokenLen),
 		set: str(func(c *Config) *string { return &c.API.Token })},
 	{key: "api.tls.cert_file", usage: "PEM certificate: serve the API over HTTPS",
 		set: str(func(c *Config) *string { return &c.API.CertFile })},
@@ -234,10 +244,10 @@ var settings = []*setting{
 		set: integer(32, func(c *Config, n int64) { c.State.Partitions = int32(n) })},
 	{key: "state.replication_factor", usage: "replication factor of the metadata topic when the worker creates it (default -1: the broker default)",
 		set: integer(16, func(c *Config, n int64) { c.State.ReplicationFactor = int16(n) })},
-	{key: "retry.initial_backoff", usage: "first back-off of a FAILED partition's automatic retry (default 100ms)",
-		set: duration(func(c *Config) *time.Duration { return &c.Retry.InitialBackoff })},
-	{key: "retry.max_backoff", usage: "longest back-off between automatic retries (default 5m)",
-		set: duration(func(c *Config) *time.Duration { return &c.Retry.MaxBackoff })},
+	{key: "retry.initial_backoff", usage: fmt.Sprintf("first back-off of a FAILED partition's automatic retry, %s (default 100ms)", initialBackoffRange),
+		set: duration(initialBackoffRange, func(c *Config) *time.Duration { return &c.Retry.InitialBackoff })},
+	{key: "retry.max_backoff", usage: fmt.Sprintf("longest back-off between automatic retries, %s (default 5m)", maxBackoffRange),
+		set: duration(maxBackoffRange, func(c *Config) *time.Duration { return &c.Retry.MaxBackoff })},
 	{key: "retry.max_attempts", usage: "automatic retries before a failure waits for the operator (default 20; 0 disables)",
 		set: integer(16, func(c *Config, n int64) { c.Retry.MaxAttempts = int16(n) })},
 	{key: "log.format", usage: "log format: json or text (default json)",
@@ -427,7 +437,7 @@ func (c *Config) validate(embedded bool) error {
 		return cfgErr("%s is required", named("destination.bootstrap_servers"))
 	}
 	for _, hp := range c.Destination.BootstrapServers {
-		if err := checkHostPort(hp, false); err != nil {
+		if err := api.CheckBrokerAddress(hp); err != nil {
 			return cfgErr("%s: %v", named("destination.bootstrap_servers"), err)
 		}
 	}
@@ -437,11 +447,15 @@ func (c *Config) validate(embedded bool) error {
 	if err := c.Destination.SASL.check(); err != nil {
 		return err
 	}
-	if err := checkHostPort(c.API.Listen, true); err != nil {
+	if err := checkListen(c.API.Listen); err != nil {
 		return cfgErr("%s: %v", named("api.listen"), err)
 	}
 	if c.API.Token == "" && !embedded {
 		return cfgErr("%s is required: every /v1 request must carry it as a bearer token", named("api.token"))
+	}
+	if n := utf8.RuneCountInString(c.API.Token); n > 0 && n < minTokenLen {
+		// Only the length is shown, never the token.
+		return cfgErr("%s must be at least %d characters long; this one has %d", named("api.token"), minTokenLen, n)
 	}
 	if strings.ContainsAny(c.API.Token, " \t\r\n") {
 		return cfgErr("%s must not contain white space", named("api.token"))
@@ -483,16 +497,15 @@ func (c *Config) validate(embedded bool) error {
 	return nil
 }
 
-func checkHostPort(hp string, allowEmptyHost bool) error {
-	host, port, err := net.SplitHostPort(hp)
+// checkListen checks the API's listen address. Unlike a broker address its host may be
+// empty (every interface) and its port 0 (any free port).
+func checkListen(hp string) error {
+	_, port, err := net.SplitHostPort(hp)
 	if err != nil {
 		return fmt.Errorf("%q is not host:port", hp)
 	}
-	if host == "" && !allowEmptyHost {
-		return fmt.Errorf("%q has no host", hp)
-	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("%q has no valid port", hp)
+		return fmt.Errorf("%q has port %q; a port is a number from 0 (any free port) to 65535", hp, port)
 	}
 	return nil
 }

@@ -70,7 +70,7 @@ destination:
     password: file-pass
 api:
   listen: 127.0.0.1:1001
-  token: file-token
+  token: file-token-0123456789
 secret_key: file-secret-key-0123456789
 retry:
   max_attempts: 3
@@ -85,7 +85,7 @@ state:
 	env := map[string]string{
 		"KAFKAMIRROR_CONFIG":     file,
 		"KAFKAMIRROR_API_LISTEN": "127.0.0.1:1002",
-		"KAFKAMIRROR_API_TOKEN":  "env-token",
+		"KAFKAMIRROR_API_TOKEN":  "env-token-0123456789",
 		"KAFKAMIRROR_LOG_LEVEL":  "warn",
 	}
 	cfg, err := load(t, []string{"--api-listen", "127.0.0.1:1003", "--log-level=error", "--destination-tls-enabled"}, env)
@@ -98,7 +98,7 @@ state:
 	}{
 		{"bootstrap from the file (a YAML list)", cfg.Destination.BootstrapServers, []string{"file-a:9092", "file-b:9092"}},
 		{"listen: flag over env over file", cfg.API.Listen, "127.0.0.1:1003"},
-		{"token: env over file", cfg.API.Token, "env-token"},
+		{"token: env over file", cfg.API.Token, "env-token-0123456789"},
 		{"log level: flag over env", cfg.Log.Level, "error"},
 		{"log format from the file", cfg.Log.Format, "text"},
 		{"secret key from the file", cfg.SecretKey, "file-secret-key-0123456789"},
@@ -114,12 +114,12 @@ state:
 	}
 
 	// --config wins over KAFKAMIRROR_CONFIG; the environment still wins over that file.
-	other := writeFile(t, "other.yaml", "destination:\n  bootstrap_servers: other:1\napi:\n  token: other-token\n")
+	other := writeFile(t, "other.yaml", "destination:\n  bootstrap_servers: other:1\napi:\n  token: other-token-0123456789\n")
 	cfg, err = load(t, []string{"--config", other}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equal(cfg.Destination.BootstrapServers, []string{"other:1"}) || cfg.API.Token != "env-token" {
+	if !equal(cfg.Destination.BootstrapServers, []string{"other:1"}) || cfg.API.Token != "env-token-0123456789" {
 		t.Errorf("--config: bootstrap %v token %q", cfg.Destination.BootstrapServers, cfg.API.Token)
 	}
 
@@ -142,7 +142,7 @@ func equal(a, b any) bool {
 }
 
 func TestConfigValidationNamesTheSetting(t *testing.T) {
-	ok := map[string]string{"KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS": "h:9092", "KAFKAMIRROR_API_TOKEN": "t0ken"}
+	ok := map[string]string{"KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS": "h:9092", "KAFKAMIRROR_API_TOKEN": "t0ken-0123456789ab"}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
 		for k, v := range ok {
@@ -158,6 +158,7 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 		return m
 	}
 	badFile := writeFile(t, "bad.yaml", "api:\n  listen: 127.0.0.1:1\n  tokn: x\n")
+	fastFile := writeFile(t, "fast.yaml", "retry:\n  max_backoff: 1ms\n")
 	cases := []struct {
 		name    string
 		args    []string
@@ -169,16 +170,38 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 			[]string{"destination.bootstrap_servers", "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS", "--destination-bootstrap-servers", "required"}, ""},
 		{"bad bootstrap", []string{"--destination-bootstrap-servers", "nohostport"}, ok,
 			[]string{"--destination-bootstrap-servers", `"nohostport" is not host:port`}, ""},
+		{"bootstrap port out of range", nil, with("KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS", "h:9092,127.0.0.1:99999"),
+			[]string{"destination.bootstrap_servers", `"127.0.0.1:99999" has port "99999"; a port is a number from 1 to 65535`}, ""},
+		{"bootstrap port zero", []string{"--destination-bootstrap-servers", "h:0"}, ok,
+			[]string{"--destination-bootstrap-servers", `"h:0" has port "0"`}, ""},
+		{"bootstrap without host", []string{"--destination-bootstrap-servers", ":9092"}, ok,
+			[]string{"--destination-bootstrap-servers", `":9092" has no host`}, ""},
 		{"no token", nil, with("KAFKAMIRROR_API_TOKEN", ""),
 			[]string{"api.token", "KAFKAMIRROR_API_TOKEN", "--api-token", "required"}, ""},
+		{"short token", nil, with("KAFKAMIRROR_API_TOKEN", "tiny-token"),
+			[]string{"api.token", "KAFKAMIRROR_API_TOKEN", "at least 16 characters", "this one has 10"}, "tiny-token"},
 		{"bad listen", nil, with("KAFKAMIRROR_API_LISTEN", "localhost"),
 			[]string{"KAFKAMIRROR_API_LISTEN", `"localhost" is not host:port`}, ""},
+		{"listen port out of range", nil, with("KAFKAMIRROR_API_LISTEN", "127.0.0.1:65536"),
+			[]string{"KAFKAMIRROR_API_LISTEN", `has port "65536"; a port is a number from 0 (any free port) to 65535`}, ""},
 		{"short secret key", []string{"--secret-key", "tiny-secret"}, ok,
 			[]string{"KAFKAMIRROR_SECRET_KEY", "11 bytes", "at least 16"}, "tiny-secret"},
 		{"bad bool", nil, with("KAFKAMIRROR_DESTINATION_TLS_ENABLED", "maybe"),
 			[]string{"KAFKAMIRROR_DESTINATION_TLS_ENABLED", "from the environment", `"maybe" is not a boolean`}, ""},
 		{"bad duration", []string{"--retry-max-backoff", "soon"}, ok,
 			[]string{"retry.max_backoff", "from the command line", "not a duration"}, ""},
+		{"initial backoff below the floor", nil, with("KAFKAMIRROR_RETRY_INITIAL_BACKOFF", "1ns"),
+			[]string{"retry.initial_backoff", "from the environment", `"1ns" is out of range: it must be from 10ms to 1h`}, ""},
+		{"initial backoff above the ceiling", []string{"--retry-initial-backoff", "2h"}, ok,
+			[]string{"--retry-initial-backoff", `"2h" is out of range: it must be from 10ms to 1h`}, ""},
+		{"max backoff below the floor", []string{"--retry-max-backoff", "99ms"}, ok,
+			[]string{"--retry-max-backoff", `"99ms" is out of range: it must be from 100ms to 24h`}, ""},
+		{"max backoff above the ceiling", nil, with("KAFKAMIRROR_RETRY_MAX_BACKOFF", "48h"),
+			[]string{"KAFKAMIRROR_RETRY_MAX_BACKOFF", `"48h" is out of range: it must be from 100ms to 24h`}, ""},
+		{"negative backoff", []string{"--retry-initial-backoff", "-1s"}, ok,
+			[]string{"--retry-initial-backoff", "from 10ms to 1h"}, ""},
+		{"max backoff in the file", []string{"--config", fastFile}, ok,
+			[]string{"retry.max_backoff", fastFile, `"1ms" is out of range: it must be from 100ms to 24h`}, ""},
 		{"backoffs inverted", []string{"--retry-initial-backoff", "10s", "--retry-max-backoff", "1s"}, ok,
 			[]string{"retry.max_backoff", "shorter than", "retry.initial_backoff"}, ""},
 		{"bad log format", []string{"--log-format", "xml"}, ok, []string{"log.format", "KAFKAMIRROR_LOG_FORMAT", `json or text, not "xml"`}, ""},
@@ -220,14 +243,26 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 	}
 }
 
+func TestConfigDurationLimitsAccepted(t *testing.T) {
+	for _, backoffs := range [][2]string{{"10ms", "100ms"}, {"1h", "24h"}} {
+		env := map[string]string{
+			"KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS": "h:65535", "KAFKAMIRROR_API_TOKEN": "token-0123456789",
+			"KAFKAMIRROR_RETRY_INITIAL_BACKOFF": backoffs[0], "KAFKAMIRROR_RETRY_MAX_BACKOFF": backoffs[1],
+		}
+		if _, err := load(t, nil, env); err != nil {
+			t.Errorf("backoffs %v: %v", backoffs, err)
+		}
+	}
+}
+
 func TestConfigDefaults(t *testing.T) {
-	cfg, err := load(t, nil, map[string]string{"KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS": "h:1", "KAFKAMIRROR_API_TOKEN": "t"})
+	cfg, err := load(t, nil, map[string]string{"KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS": "h:1", "KAFKAMIRROR_API_TOKEN": "token-0123456789"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := defaultConfig()
 	want.Destination.BootstrapServers = []string{"h:1"}
-	want.API.Token = "t"
+	want.API.Token = "token-0123456789"
 	if cfg.API != want.API || cfg.State != want.State || cfg.Retry != want.Retry || cfg.Log != want.Log || cfg.SecretKey != "" {
 		t.Fatalf("got %+v, want %+v", cfg, want)
 	}

@@ -6,7 +6,6 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
@@ -33,9 +32,9 @@ func syncFromAPI(s *api.SyncSettings) (mirrorengine.SyncSettings, error) {
 	}
 	interval := api.DefaultSyncInterval
 	if s.Interval != "" {
-		d, err := time.ParseDuration(s.Interval)
-		if err != nil || d <= 0 {
-			return mirrorengine.SyncSettings{}, badRequest(api.CodeInvalidClusterMirrorConfig, "sync.interval: %q is not a positive duration (like 30s or 1m)", s.Interval)
+		d, err := api.SyncIntervalRange.Parse(s.Interval)
+		if err != nil {
+			return mirrorengine.SyncSettings{}, badRequest(api.CodeInvalidClusterMirrorConfig, "sync.interval: %v", err)
 		}
 		interval = d
 	}

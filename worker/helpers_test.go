@@ -96,12 +96,21 @@ func (w *workerProc) cli(t *testing.T, args ...string) (stdout string, code int)
 // raw sends a request without the api client, for what the client would never send.
 func (w *workerProc) raw(t *testing.T, method, path, token, body string) (int, []byte) {
 	t.Helper()
+	return w.rawTyped(t, method, path, token, "", body)
+}
+
+// rawTyped is raw with a Content-Type header; none when contentType is empty.
+func (w *workerProc) rawTyped(t *testing.T, method, path, token, contentType, body string) (int, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, w.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

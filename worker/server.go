@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -224,7 +225,7 @@ func (s *server) createMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	if err := mirrorengine.ValidateMirrorName(req.Name); err != nil {
 		return badRequest(api.CodeInvalidClusterMirrorName, "%v", err)
 	}
-	if err := s.checkSecrets(req.Source); err != nil {
+	if err := s.checkSource(req.Source); err != nil {
 		return err
 	}
 	sync, err := syncFromAPI(req.Sync)
@@ -246,8 +247,19 @@ func (s *server) createMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	return nil
 }
 
-// checkSecrets refuses a source with secrets when the worker cannot encrypt them.
-func (s *server) checkSecrets(src api.SourceConnection) error {
+// checkSource refuses a source whose addresses are malformed, before the engine would try
+// them and answer SOURCE_CLUSTER_UNREACHABLE, and a source with secrets when the worker
+// cannot encrypt them.
+func (s *server) checkSource(src api.SourceConnection) error {
+	if len(src.BootstrapServers) == 0 {
+		// In a PATCH an empty list would otherwise read as "no source change".
+		return badRequest(api.CodeInvalidClusterMirrorConfig, "source.bootstrap_servers: at least one host:port is required")
+	}
+	for i, hp := range src.BootstrapServers {
+		if err := api.CheckBrokerAddress(hp); err != nil {
+			return badRequest(api.CodeInvalidClusterMirrorConfig, "source.bootstrap_servers[%d]: %v", i, err)
+		}
+	}
 	hasSecret := (src.SASL != nil && src.SASL.Password != "") || (src.TLS != nil && src.TLS.ClientKeyPEM != "")
 	if hasSecret && !s.canSeal {
 		return badRequest(api.CodeInvalidClusterMirrorConfig,
@@ -310,7 +322,7 @@ func (s *server) updateMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	// connection, secrets included. A source replaces the whole connection.
 	var source mirrorengine.SourceConnection
 	if req.Source != nil {
-		if err := s.checkSecrets(*req.Source); err != nil {
+		if err := s.checkSource(*req.Source); err != nil {
 			return err
 		}
 		source = sourceFromAPI(*req.Source)
@@ -409,10 +421,18 @@ func (s *server) getTopic(w http.ResponseWriter, r *http.Request, e engineAPI) e
 	return nil
 }
 
-// decode reads a JSON body strictly: at most maxBody bytes, no unknown fields, exactly one
-// value. Strictness turns a misspelt field into an error instead of a silently ignored
-// setting.
+// decode reads a JSON body strictly: a JSON content type, at most maxBody bytes, no unknown
+// fields, exactly one value. Strictness turns a misspelt field into an error instead of a
+// silently ignored setting.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	// A body declared as something else (curl -d sends a form) is refused with 415 rather
+	// than parsed as JSON by luck. No Content-Type at all claims nothing and is parsed.
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return &api.Error{Status: http.StatusUnsupportedMediaType, Code: api.CodeInvalidRequest,
+				Message: fmt.Sprintf("Content-Type %q is not supported: send the body as application/json", ct)}
+		}
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()

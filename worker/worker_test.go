@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -355,6 +356,68 @@ func TestWorkerAPIErrors(t *testing.T) {
 	waitTopic(t, c, "m", "present", "MIRRORING", inState(api.StateMirroring))
 }
 
+// TestWorkerRefusesInsaneInput: every duration, address and content-type rule of the API,
+// on create and on update, with the limits in the message; the limits themselves pass.
+func TestWorkerRefusesInsaneInput(t *testing.T) {
+	t.Parallel()
+	src, dst := kafkatest.Pair(t)
+	w := startWorker(t, workerEnv(dst))
+	addr := src.Addrs()[0]
+	create := func(source, sync string) string {
+		return fmt.Sprintf(`{"name":"m","source":{"bootstrap_servers":%s},"sync":{"interval":%q}}`, source, sync)
+	}
+	good := fmt.Sprintf(`[%q]`, addr)
+	type req struct {
+		name, method, path, contentType, body string
+		status                                int
+		code, mention                         string
+	}
+	check := func(tc req) {
+		t.Helper()
+		status, body := w.rawTyped(t, tc.method, tc.path, testToken, tc.contentType, tc.body)
+		var eb api.ErrorBody
+		if tc.code == "" {
+			if status != 200 && status != 201 {
+				t.Errorf("%s: %d %s, want it accepted", tc.name, status, workertest.Tail(string(body), 300))
+			}
+			return
+		}
+		if err := json.Unmarshal(body, &eb); err != nil || status != tc.status || eb.ErrorCode != tc.code || !strings.Contains(eb.Message, tc.mention) {
+			t.Errorf("%s: %d %s, want %d %s mentioning %q", tc.name, status, workertest.Tail(string(body), 300), tc.status, tc.code, tc.mention)
+		}
+	}
+	const invalid = api.CodeInvalidClusterMirrorConfig
+	for _, tc := range []req{
+		{"interval 1ns", "POST", "/v1/mirrors", "", create(good, "1ns"), 400, invalid, `sync.interval: "1ns" is out of range: it must be from 1s to 24h`},
+		{"interval under a second", "POST", "/v1/mirrors", "", create(good, "999ms"), 400, invalid, "from 1s to 24h"},
+		{"interval over a day", "POST", "/v1/mirrors", "", create(good, "24h1s"), 400, invalid, `"24h1s" is out of range`},
+		{"interval negative", "POST", "/v1/mirrors", "", create(good, "-1m"), 400, invalid, "from 1s to 24h"},
+		{"port out of range", "POST", "/v1/mirrors", "", create(`["127.0.0.1:99999"]`, "1m"), 400, invalid, `source.bootstrap_servers[0]: "127.0.0.1:99999" has port "99999"; a port is a number from 1 to 65535`},
+		{"port zero", "POST", "/v1/mirrors", "", create(fmt.Sprintf(`[%q,"127.0.0.1:0"]`, addr), "1m"), 400, invalid, `source.bootstrap_servers[1]: "127.0.0.1:0" has port "0"`},
+		{"no port", "POST", "/v1/mirrors", "", create(`["kafka-1"]`, "1m"), 400, invalid, `"kafka-1" is not host:port`},
+		{"no host", "POST", "/v1/mirrors", "", create(`[":9092"]`, "1m"), 400, invalid, `":9092" has no host`},
+		{"no address", "POST", "/v1/mirrors", "", create(`[]`, "1m"), 400, invalid, "at least one host:port"},
+		{"text body", "POST", "/v1/mirrors", "text/plain", create(good, "1m"), 415, api.CodeInvalidRequest, `Content-Type "text/plain" is not supported: send the body as application/json`},
+		{"form body", "POST", "/v1/mirrors", "application/x-www-form-urlencoded", "name=m", 415, api.CodeInvalidRequest, "application/json"},
+		{"unparsable content type", "POST", "/v1/mirrors", "json;;", create(good, "1m"), 415, api.CodeInvalidRequest, "application/json"},
+		// The smallest interval, with a charset parameter: accepted.
+		{"create at the floor", "POST", "/v1/mirrors", "application/json; charset=utf-8", create(good, "1s"), 0, "", ""},
+		{"update over a day", "PATCH", "/v1/mirrors/m", "", `{"sync":{"interval":"25h"}}`, 400, invalid, `"25h" is out of range: it must be from 1s to 24h`},
+		{"update to 1ns", "PATCH", "/v1/mirrors/m", "", `{"sync":{"interval":"1ns"}}`, 400, invalid, "from 1s to 24h"},
+		{"update to a bad port", "PATCH", "/v1/mirrors/m", "", `{"source":{"bootstrap_servers":["127.0.0.1:99999"]}}`, 400, invalid, `"127.0.0.1:99999" has port "99999"`},
+		{"update to no address", "PATCH", "/v1/mirrors/m", "", `{"source":{"bootstrap_servers":[]}}`, 400, invalid, "at least one host:port"},
+		{"update as text", "PATCH", "/v1/mirrors/m", "text/plain", `{"sync":{"interval":"1m"}}`, 415, api.CodeInvalidRequest, "application/json"},
+		{"topic command as text", "POST", "/v1/mirrors/m/topics/start", "text/plain", `{"topics":["t"]}`, 415, api.CodeInvalidRequest, "application/json"},
+		{"update at the ceiling", "PATCH", "/v1/mirrors/m", "application/json", `{"sync":{"interval":"24h"}}`, 0, "", ""},
+	} {
+		check(tc)
+	}
+	m, err := w.Client.GetMirror(ctxT(t), "m")
+	if err != nil || m.Sync.Interval != "24h0m0s" || !slices.Equal(m.Source.BootstrapServers, []string{addr}) {
+		t.Fatalf("after the refused updates: %+v, %v", m, err)
+	}
+}
+
 // TestWorkerRestartResumes stops the worker with SIGTERM while it mirrors a topic that is
 // being written to, starts it again, and checks that the logs end up identical.
 func TestWorkerRestartResumes(t *testing.T) {
@@ -643,6 +706,9 @@ func TestWorkerInvalidConfiguration(t *testing.T) {
 		{nil, []string{"--api-listen", "nowhere"}, "--api-listen"},
 		{[]string{"KAFKAMIRROR_SECRET_KEY=short"}, nil, "KAFKAMIRROR_SECRET_KEY"},
 		{[]string{"KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS="}, nil, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS"},
+		{[]string{"KAFKAMIRROR_API_TOKEN=x"}, nil, "api.token (KAFKAMIRROR_API_TOKEN, --api-token) must be at least 16 characters long; this one has 1"},
+		{nil, []string{"--destination-bootstrap-servers", "127.0.0.1:99999"}, `"127.0.0.1:99999" has port "99999"; a port is a number from 1 to 65535`},
+		{[]string{"KAFKAMIRROR_RETRY_INITIAL_BACKOFF=1ns"}, nil, `KAFKAMIRROR_RETRY_INITIAL_BACKOFF, --retry-initial-backoff) from the environment: "1ns" is out of range: it must be from 10ms to 1h`},
 	} {
 		env := append(workerEnv(nil, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS=127.0.0.1:1"), tc.env...)
 		w := startProc(t, env, tc.args...)
@@ -679,7 +745,7 @@ func TestWorkerDemo(t *testing.T) {
 		t.Fatalf("exit code %d", code)
 	}
 
-	w = startProc(t, append(env, "KAFKAMIRROR_API_TOKEN=chosen-token"), args...)
+	w = startProc(t, append(env, "KAFKAMIRROR_API_TOKEN=chosen-demo-token-0123"), args...)
 	w.WaitReady(t)
 	if strings.Contains(w.Stdout.String(), "generated") {
 		t.Fatalf("a token was generated although one was set:\n%s", w.Stdout)
