@@ -28,19 +28,37 @@ type clientFlags struct {
 	url, token, caFile string
 }
 
-func (c *clientFlags) register(fs *flag.FlagSet, getenv func(string) (string, bool)) {
-	def := func(env, fallback string) string {
-		if v, ok := getenv(env); ok {
-			return v
-		}
-		return fallback
-	}
-	fs.StringVar(&c.url, "worker-url", def("KAFKAMIRROR_WORKER_URL", "http://127.0.0.1:8080"), "URL of the worker's API [KAFKAMIRROR_WORKER_URL]")
-	fs.StringVar(&c.token, "api-token", def("KAFKAMIRROR_API_TOKEN", ""), "the worker's API token [KAFKAMIRROR_API_TOKEN]")
-	fs.StringVar(&c.caFile, "worker-ca-file", def("KAFKAMIRROR_WORKER_CA_FILE", ""), "PEM CA file for an https worker URL [KAFKAMIRROR_WORKER_CA_FILE]")
+// register adds the flags with empty defaults: the environment is read only after parsing
+// (see client), because -h prints a flag's default, and an environment value there would
+// print the API token.
+func (c *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.url, "worker-url", "", "URL of the worker's API (default "+defaultWorkerURL+") [KAFKAMIRROR_WORKER_URL]")
+	fs.StringVar(&c.token, "api-token", "", "the worker's API token [KAFKAMIRROR_API_TOKEN]")
+	fs.StringVar(&c.caFile, "worker-ca-file", "", "PEM CA file for an https worker URL [KAFKAMIRROR_WORKER_CA_FILE]")
 }
 
-func (c *clientFlags) client() (*api.Client, error) {
+const defaultWorkerURL = "http://127.0.0.1:8080"
+
+// client fills what the flags left empty from the environment, then the defaults, and
+// returns the API client.
+func (c *clientFlags) client(getenv func(string) (string, bool)) (*api.Client, error) {
+	for _, f := range []struct {
+		value    *string
+		env, def string
+	}{
+		{&c.url, "KAFKAMIRROR_WORKER_URL", defaultWorkerURL},
+		{&c.token, "KAFKAMIRROR_API_TOKEN", ""},
+		{&c.caFile, "KAFKAMIRROR_WORKER_CA_FILE", ""},
+	} {
+		if *f.value != "" {
+			continue
+		}
+		if v, ok := getenv(f.env); ok {
+			*f.value = v
+		} else {
+			*f.value = f.def
+		}
+	}
 	if c.token == "" {
 		return nil, errors.New("no API token: set --api-token or KAFKAMIRROR_API_TOKEN")
 	}
@@ -77,14 +95,14 @@ func parseCLI(fs *flag.FlagSet, args []string, stderr io.Writer) (ok bool, code 
 func describeCommand(args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) int {
 	fs := flag.NewFlagSet("kafkamirror-worker describe", flag.ContinueOnError)
 	var cf clientFlags
-	cf.register(fs, getenv)
+	cf.register(fs)
 	mirror := fs.String("mirror", "", "describe only this mirror")
 	failed := fs.Bool("failed", false, "only FAILED partitions, with their retry attempt and error")
 	asJSON := fs.Bool("json", false, "print the topic descriptions as JSON")
 	if ok, code := parseCLI(fs, args, stderr); !ok {
 		return code
 	}
-	cl, err := cf.client()
+	cl, err := cf.client(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafkamirror-worker describe: %v\n", err)
 		return 2
@@ -196,12 +214,12 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 func listCommand(args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) int {
 	fs := flag.NewFlagSet("kafkamirror-worker list", flag.ContinueOnError)
 	var cf clientFlags
-	cf.register(fs, getenv)
+	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print the mirrors as JSON")
 	if ok, code := parseCLI(fs, args, stderr); !ok {
 		return code
 	}
-	cl, err := cf.client()
+	cl, err := cf.client(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafkamirror-worker list: %v\n", err)
 		return 2
