@@ -27,6 +27,15 @@ resource "kafkamirror_cluster_mirror" "m" {
 }
 `
 	}
+	mirrorWith := func(bootstrap, interval string) string {
+		return provider + `
+resource "kafkamirror_cluster_mirror" "m" {
+  name   = "m"
+  source = { bootstrap_servers = ["` + bootstrap + `"] }
+  sync   = { interval = "` + interval + `" }
+}
+`
+	}
 	topic := func(attrs string) string {
 		return provider + `
 resource "kafkamirror_mirror_topic" "t" {
@@ -65,14 +74,50 @@ resource "kafkamirror_mirror_topic" "t" {
 				ExpectError: wrapped(`Cannot create a stopped mirror topic`, `terraform import`),
 			},
 			{
-				Config: provider + `
-resource "kafkamirror_cluster_mirror" "m" {
-  name   = "m"
-  source = { bootstrap_servers = ["kafka-1.example.com"] }
+				Config:      mirrorWith("kafka-1.example.com", "1m"),
+				PlanOnly:    true,
+				ExpectError: wrapped(`Invalid broker address`, `"kafka-1.example.com" is not host:port`),
+			},
+			{
+				Config:      mirrorWith("127.0.0.1:99999", "1m"),
+				PlanOnly:    true,
+				ExpectError: wrapped(`Invalid broker address`, `"127.0.0.1:99999" has port "99999"; a port is a number from 1 to 65535`),
+			},
+			{
+				Config:      mirrorWith(":9092", "1m"),
+				PlanOnly:    true,
+				ExpectError: wrapped(`Invalid broker address`, `":9092" has no host`),
+			},
+			{
+				Config: `
+provider "kafkamirror" {
+  worker_url   = "http://127.0.0.1:9"
+  worker_token = "unused"
+  destination  = { bootstrap_servers = ["127.0.0.1:0"] }
+}
+
+resource "kafkamirror_mirror_topic" "t" {
+  mirror_name = "m"
+  topic       = "orders"
 }
 `,
 				PlanOnly:    true,
-				ExpectError: wrapped(`Invalid broker address`, `"kafka-1.example.com" is not a host:port address`),
+				ExpectError: wrapped(`Invalid broker address`, `"127.0.0.1:0" has port "0"`),
+			},
+			{
+				Config:      mirrorWith("127.0.0.1:9092", "1ns"),
+				PlanOnly:    true,
+				ExpectError: wrapped(`Invalid duration`, `"1ns" is out of range: it must be from 1s to 24h`),
+			},
+			{
+				Config:      mirrorWith("127.0.0.1:9092", "25h"),
+				PlanOnly:    true,
+				ExpectError: wrapped(`Invalid duration`, `"25h" is out of range: it must be from 1s to 24h`),
+			},
+			{
+				Config:      mirrorWith("127.0.0.1:9092", "often"),
+				PlanOnly:    true,
+				ExpectError: wrapped(`Invalid duration`, `"often" is not a duration`),
 			},
 			{
 				Config: `

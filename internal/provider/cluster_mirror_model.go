@@ -4,7 +4,6 @@ package provider
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -223,14 +222,7 @@ func shortDuration(s string) string {
 	if err != nil {
 		return s
 	}
-	out := d.String()
-	if strings.HasSuffix(out, "m0s") {
-		out = strings.TrimSuffix(out, "0s")
-	}
-	if strings.HasSuffix(out, "h0m") {
-		out = strings.TrimSuffix(out, "0m")
-	}
-	return out
+	return api.FormatDuration(d)
 }
 
 func sameDuration(a, b string) bool {

@@ -106,11 +106,11 @@ func (r *ClusterMirrorResource) Schema(ctx context.Context, _ resource.SchemaReq
 				Default:  objectdefault.StaticValue(defaultSyncObject()),
 				Attributes: map[string]schema.Attribute{
 					"interval": schema.StringAttribute{
-						MarkdownDescription: "How often metadata is synced, as a duration such as `30s` or `5m`. Default `1m`.",
+						MarkdownDescription: fmt.Sprintf("How often metadata is synced, as a duration such as `30s` or `5m`, %s. Default `1m`.", api.SyncIntervalRange),
 						Optional:            true,
 						Computed:            true,
 						Default:             stringdefault.StaticString("1m"),
-						Validators:          []validator.String{durationValidator{}},
+						Validators:          []validator.String{durationValidator{api.SyncIntervalRange}},
 					},
 					"topic_configs": schema.BoolAttribute{
 						MarkdownDescription: "Copy mirrored topics' explicit config overrides (minus the KIP's exclude list and `topic_config_excludes`). Default `true`.",

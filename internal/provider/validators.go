@@ -3,12 +3,11 @@ package provider
 import (
 	"context"
 	"fmt"
-	"net"
 	"regexp"
-	"strconv"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 )
 
 // nameValidator checks a cluster mirror name or a topic name at plan time.
@@ -58,29 +57,28 @@ func (v nameValidator) ValidateString(_ context.Context, req validator.StringReq
 	}
 }
 
-// durationValidator accepts a positive Go duration such as "30s" or "1m".
-type durationValidator struct{}
+// durationValidator accepts a Go duration such as "30s" or "1m" within a range, the one
+// the worker enforces.
+type durationValidator struct{ r api.DurationRange }
 
-func (durationValidator) Description(context.Context) string {
-	return `a positive duration such as "30s", "1m" or "1h30m"`
+func (v durationValidator) Description(context.Context) string {
+	return fmt.Sprintf(`a duration such as "30s", "1m" or "1h30m", %s`, v.r)
 }
 
 func (v durationValidator) MarkdownDescription(ctx context.Context) string {
 	return v.Description(ctx)
 }
 
-func (durationValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+func (v durationValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	d, err := time.ParseDuration(req.ConfigValue.ValueString())
-	if err != nil || d <= 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid duration",
-			fmt.Sprintf("%q is not a positive duration; use a number with a unit, such as \"30s\", \"1m\" or \"1h30m\".", req.ConfigValue.ValueString()))
+	if _, err := v.r.Parse(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid duration", err.Error()+".")
 	}
 }
 
-// hostPortValidator accepts host:port with a port in 1-65535.
+// hostPortValidator accepts a broker address, host:port with a port in 1-65535.
 type hostPortValidator struct{}
 
 func (hostPortValidator) Description(context.Context) string {
@@ -95,19 +93,9 @@ func (hostPortValidator) ValidateString(_ context.Context, req validator.StringR
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	s := req.ConfigValue.ValueString()
-	host, port, err := net.SplitHostPort(s)
-	if err == nil && host == "" {
-		err = fmt.Errorf("the host is empty")
-	}
-	if err == nil {
-		if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
-			err = fmt.Errorf("port %q is not a number between 1 and 65535", port)
-		}
-	}
-	if err != nil {
+	if err := api.CheckBrokerAddress(req.ConfigValue.ValueString()); err != nil {
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid broker address",
-			fmt.Sprintf("%q is not a host:port address (%v). Give each bootstrap server as host:port, for example \"kafka-1.example.com:9092\".", s, err))
+			err.Error()+". Give each bootstrap server as host:port, for example \"kafka-1.example.com:9092\".")
 	}
 }
 
