@@ -50,7 +50,7 @@ type UpdateMirrorRequest struct {
 // (SASL.Password, TLS.ClientKeyPEM); in responses the worker never fills them, and TLS is an
 // empty object when TLS is on (the worker does not echo PEM data).
 type SourceConnection struct {
-	// BootstrapServers are the source's host:port seeds.
+	// BootstrapServers are the source's host:port seeds (CheckBrokerAddress).
 	BootstrapServers []string `json:"bootstrap_servers"`
 	// TLS is nil for plaintext.
 	TLS *TLS `json:"tls,omitempty"`
@@ -82,7 +82,7 @@ type SASL struct {
 // When a request gives them, every field is taken as given; only an empty Interval falls
 // back to DefaultSyncInterval.
 type SyncSettings struct {
-	// Interval is a Go duration ("30s", "1m").
+	// Interval is a Go duration ("30s", "1m") within SyncIntervalRange.
 	Interval            string   `json:"interval,omitempty"`
 	TopicConfigs        bool     `json:"topic_configs"`
 	TopicConfigExcludes []string `json:"topic_config_excludes,omitempty"`
