@@ -3,6 +3,8 @@ package kafkatest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -154,7 +156,16 @@ func Main(m M) {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
 	}
+	if err := writeTally(testPackage()); err != nil {
+		fmt.Fprintln(os.Stderr, "kafkatest: tier report:", err)
+		code = 1
+	}
 	os.Exit(code)
+}
+
+// testPackage names the package under test by its test binary ("mirrorengine.test").
+func testPackage() string {
+	return strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
 }
 
 func sharedStrictErrors() error {

@@ -20,6 +20,7 @@ func TestKafkaClusterServes(t *testing.T) {
 	for _, v := range KafkaVersions() {
 		t.Run(v, func(t *testing.T) {
 			c := Shared(t, "kafka-"+v, Kafka(v))
+			Tally(t, c.Broker())
 			if c.Broker() != "kafka-"+v || len(c.ID()) != 22 {
 				t.Fatalf("broker %q id %q, want kafka-%s and a 22-character Kafka Uuid", c.Broker(), c.ID(), v)
 			}
@@ -39,6 +40,7 @@ func TestKafkaClusterServes(t *testing.T) {
 // leads again after a preferred election.
 func TestKafkaKillAndRestartBroker(t *testing.T) {
 	c := New(t, Kafka(KafkaNewest), Brokers(3))
+	Tally(t, c.Broker()+" (3 brokers)")
 	if ids := c.BrokerIDs(); len(ids) != 3 {
 		t.Fatalf("brokers %v", ids)
 	}
@@ -73,6 +75,7 @@ func TestKafkaKillAndRestartBroker(t *testing.T) {
 // An ordinary user holds no rights until ACLs grant them; the super user can do anything.
 func TestKafkaWithACLs(t *testing.T) {
 	c := New(t, Kafka(KafkaNewest), WithACLs("admin", "admin-secret"), User("alice", "alice-secret"))
+	Tally(t, c.Broker()+" (SASL, ACLs)")
 	c.CreateTopic(t, "guarded", 1, nil)
 	mustProduce(t, c.Client(t), "guarded", 0, kv("k", "by admin", 1))
 

@@ -1,9 +1,11 @@
 package kafkatest
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // The two test tiers. The fast tier runs on kfake in strict mode; the real-broker tier on
@@ -56,4 +58,56 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// tally counts the real-broker tier's scenarios by what they ran on, for the test command's
+// report.
+var tally struct {
+	mu     sync.Mutex
+	counts map[string]*[2]int // label → passed, failed
+}
+
+// Tally counts t, when it ends, as a scenario run on label (for example
+// "kafka-4.4.0 → kafka-4.0.0"). Main appends the counts to the file named by
+// KAFKAMIRROR_TIER_REPORT, which the test command prints at its end.
+func Tally(t TB, label string) {
+	t.Cleanup(func() {
+		tally.mu.Lock()
+		defer tally.mu.Unlock()
+		if tally.counts == nil {
+			tally.counts = map[string]*[2]int{}
+		}
+		c := tally.counts[label]
+		if c == nil {
+			c = new([2]int)
+			tally.counts[label] = c
+		}
+		if t.Failed() {
+			c[1]++
+		} else {
+			c[0]++
+		}
+	})
+}
+
+// writeTally appends "package: label: N passed, M failed" lines to KAFKAMIRROR_TIER_REPORT.
+func writeTally(pkg string) error {
+	path := os.Getenv("KAFKAMIRROR_TIER_REPORT")
+	tally.mu.Lock()
+	defer tally.mu.Unlock()
+	if path == "" || len(tally.counts) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, label := range sortedKeys(tally.counts) {
+		c := tally.counts[label]
+		if _, err := fmt.Fprintf(f, "%s: %s: %d scenarios passed, %d failed\n", pkg, label, c[0], c[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,0 +1,410 @@
+package mirrorengine
+
+// The data path's scenarios on real Apache Kafka brokers: the newest version as the source,
+// every version of the real-broker tier as the destination (kafkatest.KafkaVersions). The
+// clusters are shared by the tests of this package; every scenario uses topics of its own.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+func TestMain(m *testing.M) { kafkatest.Main(m) }
+
+// onKafka runs scenario from the newest real Kafka to each Kafka version of the tier.
+func onKafka(t *testing.T, scenario func(t *testing.T, src, dst *kafkatest.Cluster)) {
+	t.Helper()
+	kafkatest.RequireKafka(t)
+	versions := kafkatest.KafkaVersions()
+	for _, v := range versions {
+		t.Run("kafka-"+versions[0]+"-to-"+v, func(t *testing.T) {
+			src := kafkatest.Shared(t, "source-"+versions[0], kafkatest.Kafka(versions[0]))
+			dst := kafkatest.Shared(t, "destination-"+v, kafkatest.Kafka(v))
+			kafkatest.Tally(t, src.Broker()+" → "+dst.Broker())
+			scenario(t, src, dst)
+		})
+	}
+}
+
+// topicFor names a topic after the running (sub)test, so scenarios on shared clusters keep
+// out of each other's way.
+func topicFor(t *testing.T, suffix string) string {
+	name := strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
+	if suffix != "" {
+		name += "." + suffix
+	}
+	return name
+}
+
+// createBoth creates topic on both clusters with the same configs.
+func createBoth(t *testing.T, src, dst *kafkatest.Cluster, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	src.CreateTopic(t, topic, partitions, configs)
+	dst.CreateTopic(t, topic, partitions, configs)
+}
+
+func TestKafkaMirrorPlainAndEveryCodec(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		codecs := map[string]kgo.CompressionCodec{
+			"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+			"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+		}
+		for name, codec := range codecs {
+			topic := topicFor(t, name)
+			createBoth(t, src, dst, topic, 2, nil)
+			prod := manualProducer(t, src, kgo.ProducerBatchCompression(codec))
+			for i := range 4 {
+				produceSync(t, prod, records(topic, int32(i%2), 150, fmt.Sprint(name, i))...)
+			}
+			run := startMirror(t, src, dst, topic, 2, true)
+			kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+			produceSync(t, prod, records(topic, 1, 80, name+"-later")...)
+			kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+			run.stop(t)
+
+			// Forwarded, not recompressed: the payload bytes are the source's.
+			s, d := rawBatches(t, src, topic, 0), rawBatches(t, dst, topic, 0)
+			if len(s) != len(d) {
+				t.Fatalf("%s: %d source batches, %d destination batches", name, len(s), len(d))
+			}
+			for i := range s {
+				if !bytes.Equal(s[i][batchHeaderLen:], d[i][batchHeaderLen:]) || s[i].codec() != d[i].codec() {
+					t.Fatalf("%s: batch %d at offset %d differs in codec or payload bytes", name, i, s[i].baseOffset())
+				}
+			}
+		}
+	})
+}
+
+func TestKafkaMirrorInterleavedTransactions(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		createBoth(t, src, dst, topic, 1, nil)
+		plain := manualProducer(t, src)
+		var txn [3]*kgo.Client
+		for i := range txn {
+			txn[i] = manualProducer(t, src, kgo.TransactionalID(topic+fmt.Sprint(".app-", i)))
+		}
+		ctx := context.Background()
+		begin := func(i int) {
+			if err := txn[i].BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		end := func(i int, commit kgo.TransactionEndTry) {
+			if err := txn[i].EndTransaction(ctx, commit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write := func(i int, tag string) { produceSync(t, txn[i], records(topic, 0, 3, tag)...) }
+
+		produceSync(t, plain, records(topic, 0, 5, "plain1")...)
+		begin(0)
+		begin(1)
+		begin(2)
+		write(0, "t0a")
+		write(1, "t1a")
+		write(2, "t2a")
+		produceSync(t, plain, records(topic, 0, 2, "plain2")...)
+		write(0, "t0b")
+		end(0, kgo.TryCommit)
+		write(1, "t1b")
+		end(1, kgo.TryAbort)
+		write(2, "t2b") // producer 2 stays open while the mirror starts
+		// Back to back: a new transaction right after the last one's markers were requested.
+		for i := range 4 {
+			begin(0)
+			write(0, fmt.Sprint("t0-", i))
+			end(0, kgo.TransactionEndTry(i%2 == 0))
+		}
+
+		run := startMirror(t, src, dst, topic, 1, true)
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+
+		write(2, "t2c")
+		end(2, kgo.TryCommit)
+		produceSync(t, plain, records(topic, 0, 3, "plain3")...)
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		run.stop(t)
+	})
+}
+
+// The real log cleaner compacts a topic of gzip batches: holes inside batches (leading,
+// inner and trailing), whole batches gone, and the empty batches the cleaner keeps.
+func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		compact := map[string]*string{
+			"cleanup.policy":            kadm.StringPtr("compact"),
+			"segment.ms":                kadm.StringPtr("100"),
+			"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
+			"delete.retention.ms":       kadm.StringPtr("100"),
+		}
+		src.CreateTopic(t, topic, 2, compact)
+		prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.GzipCompression()))
+		txn := manualProducer(t, src, kgo.TransactionalID(topic+".app"), kgo.ProducerBatchCompression(kgo.GzipCompression()))
+		for round := range 6 {
+			for p := range int32(2) {
+				var recs []*kgo.Record
+				for i := range 30 {
+					recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: []byte(fmt.Sprintf("k%d", (i*(round+1)+int(p))%11)), Value: []byte(fmt.Sprintf("r%d-%d", round, i))})
+				}
+				produceSync(t, prod, recs...)
+			}
+			// An aborted transaction: the cleaner removes its records and, later, its marker.
+			if err := txn.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			produceSync(t, txn, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("txn"), Value: []byte(fmt.Sprint(round))})
+			if err := txn.EndTransaction(context.Background(), kgo.TransactionEndTry(round%2 == 0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitCleaned(t, src, prod, topic, 2)
+
+		// The destination topic is created by hand here, as PREPARING would: compacted too.
+		dst.CreateTopic(t, topic, 2, compact)
+		run := startMirror(t, src, dst, topic, 2, true)
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		run.stop(t)
+	})
+}
+
+// waitCleaned makes the cleaner run over what was written (a record each poll rolls the
+// active segment, which is never cleaned) until every partition has a batch with a hole.
+func waitCleaned(t *testing.T, c *kafkatest.Cluster, prod *kgo.Client, topic string, partitions int32) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		cleaned := 0
+		for p := range partitions {
+			for _, b := range rawBatches(t, c, topic, p) {
+				if !b.contiguous() {
+					cleaned++
+					break
+				}
+			}
+		}
+		if cleaned == int(partitions) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log cleaner left %d of %d partitions of %s without holes", int(partitions)-cleaned, partitions, topic)
+		}
+		for p := range partitions {
+			produceSync(t, prod, &kgo.Record{Topic: topic, Partition: p, Key: []byte("roll"), Value: []byte(time.Now().String())})
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// DeleteRecords moves the source log start before and while mirroring, also into the
+// middle of a batch; the destination follows.
+func TestKafkaMirrorLogStartMoves(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		createBoth(t, src, dst, topic, 1, nil)
+		prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+		produceSync(t, prod, records(topic, 0, 300, "x")...)
+		adm := src.Admin(t)
+		deleteTo := func(at int64) {
+			t.Helper()
+			res, err := adm.DeleteRecords(context.Background(), kadm.Offsets{topic: {0: {Topic: topic, At: at, LeaderEpoch: -1}}})
+			if err == nil {
+				err = res.Error()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		deleteTo(123) // inside a batch
+		run := startMirror(t, src, dst, topic, 1, true)
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		produceSync(t, prod, records(topic, 0, 50, "y")...)
+		deleteTo(310)
+		produceSync(t, prod, records(topic, 0, 10, "z")...)
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		run.stop(t)
+	})
+}
+
+// Timestamps an hour old, a year old and 30 minutes ahead arrive unchanged.
+func TestKafkaMirrorOldAndFutureTimestamps(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		createBoth(t, src, dst, topic, 1, nil)
+		prod := manualProducer(t, src)
+		now := time.Now()
+		for _, ts := range []time.Time{now.Add(-365 * 24 * time.Hour), now.Add(-time.Hour), now.Add(30 * time.Minute)} {
+			produceSync(t, prod, &kgo.Record{Topic: topic, Value: []byte(ts.String()), Timestamp: ts})
+		}
+		run := startMirror(t, src, dst, topic, 1, true)
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		run.stop(t)
+	})
+}
+
+// A destination topic whose compression.type differs from the source codec: the broker
+// recompresses, the records and offsets are still the source's.
+func TestKafkaMirrorDestinationRecompresses(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		src.CreateTopic(t, topic, 1, nil)
+		dst.CreateTopic(t, topic, 1, map[string]*string{"compression.type": kadm.StringPtr("gzip")})
+		prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+		for i := range 5 {
+			produceSync(t, prod, records(topic, 0, 100, fmt.Sprint("r", i))...)
+		}
+		run := startMirror(t, src, dst, topic, 1, true)
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		run.stop(t)
+		for _, b := range rawBatches(t, dst, topic, 0) {
+			if b.codec() != 1 {
+				t.Fatalf("destination batch at %d has codec %d, want gzip (1): the broker did not recompress", b.baseOffset(), b.codec())
+			}
+		}
+	})
+}
+
+// A source batch larger than the destination topic's max.message.bytes cannot be copied:
+// the partition fails with a message naming the offset and both sizes.
+func TestKafkaMirrorBatchLargerThanDestinationAllows(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		src.CreateTopic(t, topic, 1, nil)
+		dst.CreateTopic(t, topic, 1, map[string]*string{"max.message.bytes": kadm.StringPtr("2000")})
+		prod := manualProducer(t, src)
+		produceSync(t, prod, &kgo.Record{Topic: topic, Value: []byte("small")})
+		produceSync(t, prod, &kgo.Record{Topic: topic, Value: bytes.Repeat([]byte("x"), 10_000)})
+		run := startMirror(t, src, dst, topic, 1, true)
+		err := run.waitErr(t, 0)
+		if err == nil || !strings.Contains(err.Error(), "offset 1") || !strings.Contains(err.Error(), "max.message.bytes") {
+			t.Fatalf("mirror error %v, want a failure naming offset 1 and max.message.bytes", err)
+		}
+	})
+}
+
+// A 3-broker source whose partition leaders move while the mirror copies.
+func TestKafkaMirrorFollowsSourceLeaderChange(t *testing.T) {
+	kafkatest.RequireKafka(t)
+	v := kafkatest.KafkaNewest
+	src := kafkatest.New(t, kafkatest.Kafka(v), kafkatest.Brokers(3))
+	dst := kafkatest.Shared(t, "destination-"+v, kafkatest.Kafka(v))
+	kafkatest.Tally(t, src.Broker()+" (3 brokers) → "+dst.Broker())
+	topic := topicFor(t, "")
+	adm := src.Admin(t)
+	if _, err := adm.CreateTopic(context.Background(), 3, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	src.WaitTopic(t, topic, 3)
+	dst.CreateTopic(t, topic, 3, nil)
+	prod := manualProducer(t, src)
+	for p := range int32(3) {
+		produceSync(t, prod, records(topic, p, 200, "before")...)
+	}
+	run := startMirror(t, src, dst, topic, 3, true)
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+
+	// Stop the leader of partition 0: its partitions move; produce; bring it back.
+	leader := partitionLeader(t, src, topic, 0)
+	src.StopBroker(t, leader)
+	for p := range int32(3) {
+		produceSync(t, prod, records(topic, p, 100, "moved")...)
+	}
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	src.RestartBroker(t, leader)
+	for p := range int32(3) {
+		produceSync(t, prod, records(topic, p, 100, "back")...)
+	}
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	run.stop(t)
+}
+
+func partitionLeader(t *testing.T, c *kafkatest.Cluster, topic string, p int32) int32 {
+	t.Helper()
+	meta, err := newCluster("test", c.Client(t)).metadata(context.Background(), topic, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta.leader
+}
+
+// The mirror is cancelled at random moments while plain and transactional data flow, and
+// restarted from the destination's end; nothing is lost or doubled.
+func TestKafkaMirrorKilledAtRandomPoints(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		createBoth(t, src, dst, topic, 2, nil)
+		plain := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+		txn := manualProducer(t, src, kgo.TransactionalID(topic+".app"))
+		seed := time.Now().UnixNano()
+		t.Logf("seed %d", seed)
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		ctx := context.Background()
+		open := false
+		for i := range 8 {
+			for p := range int32(2) {
+				produceSync(t, plain, records(topic, p, 50+rng.IntN(200), fmt.Sprintf("p%d", i))...)
+			}
+			if !open {
+				if err := txn.BeginTransaction(); err != nil {
+					t.Fatal(err)
+				}
+				open = true
+			}
+			produceSync(t, txn, records(topic, int32(i%2), 5, fmt.Sprintf("t%d", i))...)
+			if rng.IntN(3) > 0 {
+				if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(rng.IntN(2) == 0)); err != nil {
+					t.Fatal(err)
+				}
+				open = false
+			}
+			killCtx, kill := context.WithTimeout(ctx, time.Duration(rng.IntN(400))*time.Millisecond)
+			run := startMirrorCtx(killCtx, t, src, dst, topic, 2, i == 0)
+			run.wg.Wait()
+			kill()
+			for p, err := range run.errs {
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+					t.Fatalf("round %d: partition %d: %v", i, p, err)
+				}
+			}
+			run = startMirror(t, src, dst, topic, 2, false)
+			kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+			run.stop(t)
+		}
+		if open {
+			if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// A record written by anyone but the mirror ends the partition's mirror with the offsets.
+func TestKafkaMirrorStopsOnForeignWrite(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		createBoth(t, src, dst, topic, 1, nil)
+		prod := manualProducer(t, src)
+		produceSync(t, prod, records(topic, 0, 20, "a")...)
+		run := startMirror(t, src, dst, topic, 1, true)
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		produceSync(t, manualProducer(t, dst), &kgo.Record{Topic: topic, Value: []byte("foreign")})
+		produceSync(t, prod, records(topic, 0, 5, "b")...)
+		err := run.waitErr(t, 0)
+		if err == nil || !strings.Contains(err.Error(), "20") {
+			t.Fatalf("mirror error %v, want a failure naming offset 20", err)
+		}
+	})
+}
