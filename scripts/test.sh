@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The project's test command, as CI runs it (.ci/run): installs what it needs (Go modules, the
-# terraform CLI and goreleaser when absent), checks formatting, vet, generated docs and the
-# release configuration, then runs every test. Usage: ./scripts/test.sh [go test flags]
+# terraform CLI and goreleaser when absent, the Apache Kafka broker with Maven), checks
+# formatting, vet, generated docs and the release configuration, then runs every test in two
+# tiers: on kfake clusters and on real Apache Kafka brokers.
+# Usage: ./scripts/test.sh [go test flags]
+# One tier alone: KAFKAMIRROR_TEST_TIERS=kfake (or =kafka) ./scripts/test.sh
+# Other Kafka versions: KAFKAMIRROR_KAFKA_VERSIONS=4.4.0,4.0.0 (newest first: the source side)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/terraform.sh
@@ -15,6 +19,12 @@ go mod download
 step "terraform CLI (acceptance and end-to-end tests)"
 ensure_terraform
 terraform version 2>/dev/null | sed -n 1p
+
+if [[ ",${KAFKAMIRROR_TEST_TIERS:-kfake,kafka}," == *,kafka,* ]]; then
+  step "Apache Kafka brokers for the real-broker tier (Maven Central, cached once per machine)"
+  command -v java >/dev/null || { echo "the real-broker tier needs Java 17+ (java not found)"; exit 1; }
+  go run ./tools/fetchkafka
+fi
 
 step "gofmt"
 unformatted=$(gofmt -l .)
@@ -34,4 +44,9 @@ fi
 "$gobin/goreleaser" check
 
 step "go test"
-go test -count=1 -timeout 15m "$@" ./...
+report=$(mktemp)
+trap 'rm -f "$report"' EXIT
+KAFKAMIRROR_TIER_REPORT="$report" go test -count=1 -timeout 25m "$@" ./...
+
+step "real-broker tier: scenarios by Kafka version"
+if [ -s "$report" ]; then sort "$report"; else echo "none ran (KAFKAMIRROR_TEST_TIERS=${KAFKAMIRROR_TEST_TIERS:-})"; fi
