@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building the provider: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := kafkatest.Finish(m.Run())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -114,9 +114,36 @@ resource "kafkamirror_mirror_topic" "orders" {
 `
 
 func TestQuickstartFlowWithRealProcesses(t *testing.T) {
+	kafkatest.RequireFake(t)
 	const token = "e2e-token-0123456789"
 	w := startWorker(t, token)
-	source, destination := w.Ready["source"], w.Ready["destination"]
+	quickstartFlow(t, w, token, w.Ready["source"], w.Ready["destination"])
+}
+
+// The same flow with the worker in its production mode against real Apache Kafka clusters:
+// the newest Kafka as the source, each Kafka version of the tier as the destination.
+func TestQuickstartFlowOnKafka(t *testing.T) {
+	kafkatest.RequireKafka(t)
+	versions := kafkatest.KafkaVersions()
+	for _, v := range versions {
+		t.Run("kafka-"+versions[0]+"-to-"+v, func(t *testing.T) {
+			src := kafkatest.New(t, kafkatest.Kafka(versions[0]))
+			dst := kafkatest.New(t, kafkatest.Kafka(v))
+			kafkatest.Tally(t, src.Broker()+" → "+dst.Broker())
+			const token = "e2e-token-0123456789"
+			env := workertest.Env(dst.Addrs(), token, "KAFKAMIRROR_SECRET_KEY=e2e-secret-key-0123456789", "KAFKAMIRROR_LOG_FORMAT=text")
+			w := workertest.Start(t, workerBin, env, "run")
+			w.WaitReady(t)
+			quickstartFlow(t, w, token, src.Addrs()[0], dst.Addrs()[0])
+		})
+	}
+}
+
+// quickstartFlow is the quickstart as a user runs it: sample data, a consumer group that
+// commits half way, terraform apply, identical logs and group offsets, a failover by apply,
+// and the group carrying on at the destination with nothing skipped or repeated.
+func quickstartFlow(t *testing.T, w *workertest.Proc, token, source, destination string) {
+	t.Helper()
 	ctx := context.Background()
 	client := func(addr string, opts ...kgo.Opt) *kgo.Client {
 		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)

@@ -140,8 +140,11 @@ type M interface{ Run() int }
 // Main runs a package's tests and then closes its shared clusters. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { kafkatest.Main(m) }
-func Main(m M) {
-	code := m.Run()
+func Main(m M) { os.Exit(Finish(m.Run())) }
+
+// Finish closes the shared clusters and writes the tier report (see Tally); it returns the
+// exit code: code, or 1 when that failed. For a TestMain that has more to do than Main.
+func Finish(code int) int {
 	shared.mu.Lock()
 	var wg sync.WaitGroup
 	for _, sc := range shared.clusters {
@@ -160,7 +163,7 @@ func Main(m M) {
 		fmt.Fprintln(os.Stderr, "kafkatest: tier report:", err)
 		code = 1
 	}
-	os.Exit(code)
+	return code
 }
 
 // testPackage names the package under test by its test binary ("mirrorengine.test").
