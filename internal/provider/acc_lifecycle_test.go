@@ -66,6 +66,19 @@ func check(fn func()) resource.TestCheckFunc {
 // destination topic and its data.
 func TestAccMirrorTopic_lifecycle(t *testing.T) {
 	t.Parallel()
+	mirrorTopicLifecycle(t)
+}
+
+// The same lifecycle on real Apache Kafka brokers (newest version on both sides): SCRAM,
+// the StandardAuthorizer's DENY ACLs, asynchronous metadata and transaction markers.
+func TestAccMirrorTopic_lifecycleOnKafka(t *testing.T) {
+	kafkatest.RequireKafka(t)
+	t.Parallel()
+	kafkatest.Tally(t, "kafka-"+kafkatest.KafkaNewest+" → kafka-"+kafkatest.KafkaNewest+" (terraform)")
+	mirrorTopicLifecycle(t, kafkatest.Kafka(kafkatest.KafkaNewest))
+}
+
+func mirrorTopicLifecycle(t *testing.T, clusterOpts ...kafkatest.Option) {
 	if workerBin == "" {
 		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
 	}
@@ -74,7 +87,7 @@ func TestAccMirrorTopic_lifecycle(t *testing.T) {
 		password = "s3cr3t-Pa55-7f0c91"
 		mirror   = "orders-mirror"
 	)
-	src, dst := kafkatest.Pair(t, kafkatest.WithACLs(admin, password), kafkatest.User("app", "app-secret"))
+	src, dst := kafkatest.Pair(t, append([]kafkatest.Option{kafkatest.WithACLs(admin, password), kafkatest.User("app", "app-secret")}, clusterOpts...)...)
 	src.CreateTopic(t, "orders", 3, nil)
 	src.CreateTopic(t, "audit", 1, nil)
 	srcProducer := src.Client(t)

@@ -45,7 +45,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
+	os.Exit(kafkatest.Finish(testMain(m)))
 }
 
 func testMain(m *testing.M) int {
