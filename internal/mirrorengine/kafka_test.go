@@ -408,3 +408,43 @@ func TestKafkaMirrorStopsOnForeignWrite(t *testing.T) {
 		}
 	})
 }
+
+// A source that throttles the mirror's fetches (a client quota of 100 KiB/s for ~640 KiB):
+// the throttled answers are waited out and the copy completes identical.
+func TestKafkaMirrorUnderFetchQuota(t *testing.T) {
+	kafkatest.RequireKafka(t)
+	v := kafkatest.KafkaNewest
+	src := kafkatest.New(t, kafkatest.Kafka(v))
+	dst := kafkatest.Shared(t, "destination-"+v, kafkatest.Kafka(v))
+	kafkatest.Tally(t, src.Broker()+" (fetch quota) → "+dst.Broker())
+	topic := topicFor(t, "")
+	createBoth(t, src, dst, topic, 2, nil)
+	prod := manualProducer(t, src)
+	for p := range int32(2) {
+		for i := range 4 {
+			recs := records(topic, p, 400, fmt.Sprint("q", i))
+			for _, r := range recs {
+				r.Value = bytes.Repeat(r.Value[:10], 20)
+			}
+			produceSync(t, prod, recs...)
+		}
+	}
+	quota := kadm.AlterClientQuotaEntry{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id"}}, // the default for every client id
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 100 << 10}},
+	}
+	res, err := src.Admin(t).AlterClientQuotas(context.Background(), []kadm.AlterClientQuotaEntry{quota})
+	if err == nil {
+		for _, r := range res {
+			if r.Err != nil {
+				err = r.Err
+			}
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := startMirror(t, src, dst, topic, 2, true)
+	kafkatest.WaitIdentical(t, src, dst, topic, 2*waitIdentical)
+	run.stop(t)
+}
