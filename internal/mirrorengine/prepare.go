@@ -16,9 +16,10 @@ import (
 )
 
 // prepare is PREPARING: check the source, create the destination topic when absent, and
-// decide whether the destination may be continued: empty (first start), ending at or before
-// the last mirrored offset with matching records (restart or failback: only the delta is
-// copied), or diverged (the topic's divergence policy decides).
+// decide whether the destination may be continued from its end: it must be a prefix of the
+// source (empty at a first start; a restart, a failback, or a partition whose state record
+// was lost continues wherever the destination ends). A destination that diverged is left to
+// the topic's divergence policy.
 func (r *runner) prepare(ctx context.Context) error {
 	e, k := r.e, r.key
 	rec, ok := e.store.Mirror(k.mirror)
@@ -52,61 +53,42 @@ func (r *runner) prepare(ctx context.Context) error {
 	if err := e.ensureDestinationTopic(ctx, src, k.mirror, k.topic, smeta.partitions); err != nil {
 		return err
 	}
-	what, discard, err := e.divergence(ctx, k, src)
-	if err != nil {
+	d, err := e.checkDestination(ctx, k, src)
+	if err != nil || d == nil {
 		return err
 	}
-	if what != "" {
-		tc, _ := e.store.TopicConfig(k.topic)
-		if tc.Divergence == "recreate" {
-			// The start command recreates; here the destination changed after it.
-			return permanent(fmt.Errorf("%s; start the topic again to recreate the destination topic", what))
-		}
-		return permanent(fmt.Errorf("%s; divergence policy \"fail\" keeps them: divergence = \"recreate\" would discard %d records and copy the source again", what, discard))
+	if tc, _ := e.store.TopicConfig(k.topic); tc.Divergence == "recreate" {
+		// The start command recreates; here the destination changed after it.
+		return permanent(fmt.Errorf("%s; start the topic again to recreate the destination topic", d))
 	}
-	return nil
+	return permanent(fmt.Errorf("%s; divergence policy \"fail\" keeps them: divergence = \"recreate\" would discard %d records and copy the source again", d, d.records()))
 }
 
-// divergence decides whether the destination partition may be continued from its end: it
-// must be empty, or end at or before the last mirrored offset with the same record as the
-// source there. Otherwise it returns what diverged and how many destination records a
-// recreation would discard.
-func (e *Engine) divergence(ctx context.Context, k partitionKey, src cluster) (what string, discard int64, err error) {
+// checkDestination returns how the destination partition diverged from its source, or nil
+// when it is a prefix of the source that mirroring may continue from its end. It fails while
+// the source cluster still mirrors the topic from this one.
+func (e *Engine) checkDestination(ctx context.Context, k partitionKey, src cluster) (*divergence, error) {
 	other, err := ReadStore(ctx, src.cl, e.cfg.Store)
 	if err != nil {
-		return "", 0, fmt.Errorf("reading the source cluster's %s: %w", storeTopic(e.cfg.Store), err)
+		return nil, fmt.Errorf("reading the source cluster's %s: %w", storeTopic(e.cfg.Store), err)
 	}
 	if m := mirroringFromUs(other, k.topic, k.partition, e.dstID); m != "" {
-		return "", 0, fmt.Errorf("the source cluster still mirrors topic %q from this cluster (its mirror %q is not stopped); stop it there first", k.topic, m)
+		return nil, fmt.Errorf("the source cluster still mirrors topic %q from this cluster (its mirror %q is not stopped); stop it there first", k.topic, m)
 	}
-	rec, _ := e.store.Mirror(k.mirror)
-	lmo, hasLMO := e.lastMirroredOffset(k, other, rec.SourceClusterID)
-	_, dstEnd, err := e.dst.offsets(ctx, k.topic, k.partition)
+	dstStart, dstEnd, err := e.dst.offsets(ctx, k.topic, k.partition)
 	if err != nil {
-		return "", 0, err
+		return nil, err
 	}
-	_, srcEnd, err := src.offsets(ctx, k.topic, k.partition)
+	srcStart, srcEnd, err := src.offsets(ctx, k.topic, k.partition)
 	if err != nil {
-		return "", 0, err
+		return nil, err
 	}
-	switch {
-	case dstEnd == 0:
-		return "", 0, nil // empty: mirror from the source log start
-	case !hasLMO:
-		return fmt.Sprintf("destination %s[%d] already holds %d records and was never mirrored from this source", k.topic, k.partition, dstEnd), dstEnd, nil
-	case dstEnd > lmo:
-		return fmt.Sprintf("destination %s[%d] has %d records past the last mirrored offset %d (written after the failover)", k.topic, k.partition, dstEnd-lmo, lmo), dstEnd - lmo, nil
-	case dstEnd > srcEnd:
-		return fmt.Sprintf("destination %s[%d] ends at %d, past the source end %d", k.topic, k.partition, dstEnd, srcEnd), dstEnd - srcEnd, nil
+	probe := partitionProbe{ctx: ctx, src: src, dst: e.dst, topic: k.topic, partition: k.partition}
+	d, err := judgeDestination(logRange{srcStart, srcEnd}, logRange{dstStart, dstEnd}, probe)
+	if d != nil {
+		d.topic, d.partition = k.topic, k.partition
 	}
-	same, err := e.sameRecordAt(ctx, src, k.topic, k.partition, dstEnd-1)
-	if err != nil {
-		return "", 0, err
-	}
-	if !same {
-		return fmt.Sprintf("destination %s[%d] offset %d differs from the source's record there", k.topic, k.partition, dstEnd-1), dstEnd, nil
-	}
-	return "", 0, nil
+	return d, err
 }
 
 // recreateIfDiverged is the "recreate" divergence policy, applied by the start command
@@ -126,16 +108,16 @@ func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, p
 		return false, err
 	}
 	for p := range int32(partitions) {
-		what, _, err := e.divergence(ctx, partitionKey{mirror, topic, p}, src)
+		d, err := e.checkDestination(ctx, partitionKey{mirror, topic, p}, src)
 		if err != nil {
 			return false, err
 		}
-		if what == "" {
+		if d == nil {
 			continue
 		}
 		e.topicMu.Lock()
 		defer e.topicMu.Unlock()
-		e.log.Warn("recreating the diverged destination topic", "topic", topic, "reason", what)
+		e.log.Warn("recreating the diverged destination topic", "topic", topic, "reason", d.String())
 		resp, err := e.dst.adm.DeleteTopic(ctx, topic)
 		if err == nil {
 			err = resp.Err
@@ -163,20 +145,119 @@ func (e *Engine) waitTopicGone(ctx context.Context, topic string) error {
 	}
 }
 
-// lastMirroredOffset finds where mirroring of this partition last stopped: in this cluster's
-// records (a restart in the same direction) or in the source cluster's (failback: the
-// source was mirrored from here). Offsets only grow across failovers, so the largest wins.
-func (e *Engine) lastMirroredOffset(k partitionKey, other *Store, srcID string) (int64, bool) {
-	best, found := int64(-1), false
-	if lm, ok := e.store.LastMirror(k.mirror, k.topic, k.partition); ok && lm.SourceClusterID == srcID {
-		best, found = lm.LastMirroredOffset, true
+// logRange is a partition's log start and end offsets.
+type logRange struct{ start, end int64 }
+
+// divergence is a destination partition that is not a prefix of its source: the offsets
+// from `from` to its end hold what the source does not.
+type divergence struct {
+	topic     string
+	partition int32
+	from, end int64
+	reason    string
+}
+
+// records is how many destination offsets are not the source's.
+func (d *divergence) records() int64 { return d.end - d.from }
+
+func (d *divergence) String() string {
+	s := fmt.Sprintf("destination %s[%d] diverged from the source: %s", d.topic, d.partition, d.reason)
+	if n := d.records(); n > 0 {
+		s += fmt.Sprintf("; its %d records at offsets %d to %d are not the source's", n, d.from, d.end-1)
 	}
-	for _, parts := range other.LastMirrorsForTopic(k.topic) {
-		if lm, ok := parts[k.partition]; ok && lm.SourceClusterID == e.dstID && lm.LastMirroredOffset > best {
-			best, found = lm.LastMirroredOffset, true
+	return s
+}
+
+// destinationProbe reads what judgeDestination needs of one partition on both clusters.
+type destinationProbe interface {
+	// same reports whether both clusters hold the same at offset. An offset either no
+	// longer holds (below its log start) contradicts nothing and counts as the same.
+	same(offset int64) (bool, error)
+	// lastData returns the offset of the destination's last data record in [from, end).
+	lastData(from, end int64) (offset int64, found bool, err error)
+}
+
+// judgeDestination decides whether a destination partition is a prefix of its source, so
+// that mirroring may continue from the destination end. No last mirrored offset is needed:
+// records the mirror wrote are the source's at the same offsets, anything written since a
+// failover (or never mirrored) is not. The check compares the destination's last offset,
+// its last data record (a marker alone proves little: the source has markers everywhere)
+// and the first offset both still hold. Records below the source log start are not
+// compared (the mirror moves the destination log start past them), but some record must
+// be. A destination past the source end diverged. Where a destination diverged is found by
+// binary search, so the message can say what "recreate" would discard.
+func judgeDestination(src, dst logRange, p destinationProbe) (*divergence, error) {
+	lo, hi := max(dst.start, src.start), min(dst.end, src.end) // the offsets both may hold
+	if dst.end > src.end {
+		d := &divergence{from: max(dst.start, src.end), end: dst.end,
+			reason: fmt.Sprintf("it ends at offset %d, past the source end %d", dst.end, src.end)}
+		if lo < hi {
+			same, err := p.same(hi - 1)
+			if err != nil {
+				return nil, err
+			}
+			if !same {
+				if d.from, err = firstDifference(lo, hi-1, p.same); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return d, nil
+	}
+	switch {
+	case dst.start == dst.end:
+		return nil, nil // empty: nothing to contradict the source
+	case lo >= hi:
+		// Nothing proves these records the source's, and continuing would delete them
+		// (the mirror moves the log start to the source's): "fail" must keep them.
+		return &divergence{from: dst.start, end: dst.end,
+			reason: fmt.Sprintf("the source no longer holds any of its offsets (source log start %d), so it cannot be checked", src.start)}, nil
+	}
+	points := []int64{hi - 1}
+	last, found, err := p.lastData(lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	if found && last != hi-1 {
+		points = append(points, last)
+	}
+	if lo < hi-1 && lo != last {
+		points = append(points, lo)
+	}
+	for _, at := range points {
+		same, err := p.same(at)
+		if err != nil {
+			return nil, err
+		}
+		if same {
+			continue
+		}
+		from, err := firstDifference(lo, at, p.same)
+		if err != nil {
+			return nil, err
+		}
+		return &divergence{from: from, end: dst.end, reason: fmt.Sprintf("it differs from the source at offset %d", at)}, nil
+	}
+	return nil, nil
+}
+
+// firstDifference returns the first offset in [lo, hi] where the destination differs from
+// the source, given that it differs at hi. A destination diverges as a tail (it was the
+// source's until something else wrote to it), so a binary search finds where.
+func firstDifference(lo, hi int64, same func(int64) (bool, error)) (int64, error) {
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		ok, err := same(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid + 1
+		} else {
+			hi = mid
 		}
 	}
-	return best, found
+	return hi, nil
 }
 
 // mirroringFromUs returns the name of a mirror in another cluster's store that still
@@ -266,23 +347,48 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 	return nil
 }
 
-// sameRecordAt compares what the source and the destination hold at one offset.
-func (e *Engine) sameRecordAt(ctx context.Context, src cluster, topic string, partition int32, offset int64) (bool, error) {
-	a, err := recordAt(ctx, src, topic, partition, offset)
+// partitionProbe is the destinationProbe of one partition on the real clusters.
+type partitionProbe struct {
+	ctx       context.Context
+	src, dst  cluster
+	topic     string
+	partition int32
+}
+
+func (p partitionProbe) same(offset int64) (bool, error) {
+	a, err := recordAt(p.ctx, p.src, p.topic, p.partition, offset)
 	if err != nil {
 		return false, err
 	}
-	b, err := recordAt(ctx, e.dst, topic, partition, offset)
+	b, err := recordAt(p.ctx, p.dst, p.topic, p.partition, offset)
 	if err != nil {
 		return false, err
 	}
-	return a.equal(b), nil
+	return a.gone || b.gone || a.equal(b), nil
+}
+
+// lastData reads the destination backwards in widening windows: the last data record is
+// usually in the last batch, but runs of markers (gap fill) can stand between.
+func (p partitionProbe) lastData(from, end int64) (int64, bool, error) {
+	for window := int64(1); ; window *= 16 {
+		lo := max(from, end-window)
+		last := int64(-1)
+		_, err := readRange(p.ctx, p.dst, p.topic, p.partition, lo, end, func(at int64, c offsetContent) {
+			if c.kind == kindData || c.kind == kindTxnData {
+				last = at
+			}
+		})
+		if err != nil || last >= 0 || lo == from {
+			return last, last >= 0, err
+		}
+	}
 }
 
 // offsetContent is what one offset holds, as far as consumers can tell.
 type offsetContent struct {
 	kind      batchKind
 	gap       bool // no record: a compaction hole or a lone marker's neighbour
+	gone      bool // below the log start: nothing left to compare
 	record    kmsg.Record
 	timestamp int64
 }
@@ -292,54 +398,71 @@ func (a offsetContent) equal(b offsetContent) bool {
 		// A source gap is an abort marker on the destination; both are invisible.
 		return (a.gap || a.kind == kindAbort) && (b.gap || b.kind == kindAbort)
 	}
-	if a.kind != b.kind || a.timestamp != b.timestamp {
+	if a.kind != b.kind {
 		return false
 	}
 	if a.kind == kindCommit {
-		return true
+		return true // the destination's coordinator stamps the marker with its own time
 	}
-	return bytes.Equal(a.record.Key, b.record.Key) && bytes.Equal(a.record.Value, b.record.Value) &&
+	return a.timestamp == b.timestamp && bytes.Equal(a.record.Key, b.record.Key) && bytes.Equal(a.record.Value, b.record.Value) &&
 		slices.EqualFunc(a.record.Headers, b.record.Headers, func(x, y kmsg.Header) bool {
 			return x.Key == y.Key && bytes.Equal(x.Value, y.Value)
 		})
 }
 
 func recordAt(ctx context.Context, c cluster, topic string, partition int32, offset int64) (offsetContent, error) {
+	got := offsetContent{gap: true}
+	held, err := readRange(ctx, c, topic, partition, offset, offset+1, func(_ int64, oc offsetContent) { got = oc })
+	if !held {
+		got = offsetContent{gone: true}
+	}
+	return got, err
+}
+
+// readRange calls fn, in offset order, for every record (markers included) the partition
+// holds in [from, end). It reports false, without error, when the log no longer holds from.
+func readRange(ctx context.Context, c cluster, topic string, partition int32, from, end int64, fn func(int64, offsetContent)) (held bool, err error) {
 	meta, err := c.metadata(ctx, topic, partition)
 	if err != nil {
-		return offsetContent{}, err
+		return false, err
 	}
-	f, err := c.fetch(ctx, meta.leader, topic, meta.id, partition, offset, 1<<20)
-	if err != nil {
+	for next := from; next < end; {
+		f, err := c.fetch(ctx, meta.leader, topic, meta.id, partition, next, 1<<20)
 		if errors.Is(err, kerr.OffsetOutOfRange) {
-			return offsetContent{gap: true}, nil // below the log start: nothing to compare
+			return next > from, nil
 		}
-		return offsetContent{}, err
-	}
-	for _, b := range f.batches {
-		if b.baseOffset() > offset || b.lastOffset() < offset {
-			continue
-		}
-		kind, err := b.kind()
 		if err != nil {
-			return offsetContent{}, err
+			return false, err
 		}
-		recs, err := b.records()
-		if err != nil {
-			return offsetContent{}, err
-		}
-		var hdr kmsg.RecordBatch
-		if err := hdr.ReadFrom(b); err != nil {
-			return offsetContent{}, err
-		}
-		for _, rec := range recs {
-			if b.baseOffset()+int64(rec.OffsetDelta) == offset {
-				return offsetContent{kind: kind, record: rec, timestamp: hdr.FirstTimestamp + rec.TimestampDelta64}, nil
+		at := next
+		for _, b := range f.batches {
+			if b.lastOffset() < next || b.baseOffset() >= end {
+				continue
 			}
+			kind, err := b.kind()
+			if err != nil {
+				return false, err
+			}
+			recs, err := b.records()
+			if err != nil {
+				return false, err
+			}
+			var hdr kmsg.RecordBatch
+			if err := hdr.ReadFrom(b); err != nil {
+				return false, err
+			}
+			for _, rec := range recs {
+				if o := b.baseOffset() + int64(rec.OffsetDelta); o >= next && o < end {
+					fn(o, offsetContent{kind: kind, record: rec, timestamp: hdr.FirstTimestamp + rec.TimestampDelta64})
+				}
+			}
+			next = b.lastOffset() + 1
 		}
-		return offsetContent{gap: true}, nil
+		if next == at {
+			break // nothing more below the high watermark
+		}
 	}
-	return offsetContent{gap: true}, nil
+	return true, nil
 }
 
 // stop is STOPPING, the failover: abort the replayed transactions still open (the KIP's

@@ -301,7 +301,10 @@ type RetryDue struct {
 
 // Restart says the operator started the topic again (StartMirrorTopics on a
 // STOPPED or FAILED partition). Unlike RetryDue it works on non-retryable
-// failures and gives a fresh retry budget.
+// failures and gives a fresh retry budget. It always re-enters PREPARING,
+// even for a partition that failed while mirroring: whatever the failure was,
+// the destination is checked again, and one that is still a prefix of the
+// source simply continues from its end.
 type Restart struct{}
 
 // Healthy says MIRRORING is making progress (the shell sends it after a
