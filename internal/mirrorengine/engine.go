@@ -232,6 +232,55 @@ func (e *Engine) stopRunners(mirror, topic string) {
 	}
 }
 
+// quiesceTimeout bounds how long recreating a topic waits for its partitions to stop writing.
+var quiesceTimeout = 30 * time.Second
+
+// quiesceTopic makes sure no partition of the topic writes to the destination any more: each
+// one that is not quiet goes to a FAILED that waits for the operator (so no retry restarts
+// it), and once all are quiet their runners end, which waits for in-flight produces. It
+// returns the stopped runners' keys for the caller to start again. When a partition does
+// not settle within quiesceTimeout (a slow PREPARING or STOPPING), nothing is stopped.
+func (e *Engine) quiesceTopic(ctx context.Context, mirror, topic, reason string) ([]partitionKey, error) {
+	runners := e.topicRunners(mirror, topic)
+	for _, r := range runners {
+		if !quiet(r.Status()) {
+			r.send(Fail{Err: reason, Retryable: false, Now: time.Now()})
+		}
+	}
+	deadline := time.Now().Add(quiesceTimeout)
+	for {
+		var busy []string
+		for _, r := range runners {
+			if s := r.Status(); !quiet(s) {
+				busy = append(busy, fmt.Sprintf("%d (%s)", r.key.partition, s.State))
+			}
+		}
+		if len(busy) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("partitions %s of topic %q did not stop within %s, so the destination topic was not deleted; start the topic again to retry",
+				strings.Join(busy, ", "), topic, quiesceTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	e.stopRunners(mirror, topic)
+	keys := make([]partitionKey, len(runners))
+	for i, r := range runners {
+		keys[i] = r.key
+	}
+	return keys, nil
+}
+
+// quiet reports whether a partition in status s neither writes nor starts to by itself.
+func quiet(s Status) bool {
+	return s.State == StateStopped || s.State == StateFailed && s.RetryAttempt < 0
+}
+
 // CreateClusterMirror validates and records a new mirror. The source must be reachable;
 // its cluster id is checked against m.SourceClusterID when given, and bound to the mirror.
 func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (MirrorRecord, error) {
@@ -429,9 +478,12 @@ type TopicResult struct {
 	Err   *CommandError
 }
 
-// StartMirrorTopics starts mirroring topics (first start, restart after a stop, or failback
-// when the source was mirrored from this cluster before). divergence is "fail" or
-// "recreate" and decides what PREPARING does with records written here since a stop.
+// StartMirrorTopics starts mirroring topics: a first start, a restart after a stop or of
+// FAILED partitions, or failback when the source was mirrored from this cluster before.
+// Every partition continues from wherever its destination ends when that is a prefix of the
+// source. divergence is "fail" or "recreate" and decides what happens to a destination that
+// diverged (records written here since a failover, or never mirrored): its partitions FAIL,
+// or the destination topic is recreated once no partition of it writes any more.
 func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []string, divergence string) ([]TopicResult, error) {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
@@ -479,10 +531,9 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			}
 			return cmdErr(CodeSourceClusterUnreachable, "describing topic %q on the source: %v", topic, err)
 		}
-		recreated := false
 		if divergence == "recreate" {
-			if recreated, err = e.recreateIfDiverged(ctx, mirror, topic, smeta.partitions); err != nil {
-				return cmdErr(CodeUnknownServerError, "checking the destination topic %q for divergence: %v", topic, err)
+			if err := e.recreateIfDiverged(ctx, mirror, topic, smeta.partitions); err != nil {
+				return cmdErr(CodeUnknownServerError, "divergence = \"recreate\" on topic %q: %v", topic, err)
 			}
 		}
 		// Bind the topic to the source topic as it is now; PREPARING's divergence check
@@ -495,14 +546,9 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			return cmdErr(CodeSourceClusterUnreachable, "%v", err)
 		}
 		for _, r := range e.topicRunners(mirror, topic) {
-			switch s := r.Status().State; {
-			case s == StateStopped || s == StateFailed:
-				r.send(Restart{})
-			case recreated:
-				// Its destination partition is gone: through FAILED back to PREPARING.
-				r.send(Fail{Err: "destination topic recreated (divergence = \"recreate\")", Retryable: false, Now: time.Now()})
-				r.send(Restart{})
-			default:
+			if s := r.Status().State; s == StateStopped || s == StateFailed {
+				r.send(Restart{}) // through PREPARING, which continues a destination that is a prefix of the source
+			} else {
 				r.send(Evaluate{})
 			}
 		}

@@ -597,34 +597,3 @@ func TestEngineMirrorSecretsAndSyncOnlyUpdate(t *testing.T) {
 		t.Fatalf("after a sync-only update: source %+v sync %+v", got.Source, got.Sync)
 	}
 }
-
-// Only one partition diverged: "recreate" recreates the topic, and every partition, the
-// healthy ones too, mirrors again from scratch.
-func TestEngineRecreateWithOnePartitionDiverged(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "t", 2, nil)
-	for p := range int32(2) {
-		produceSync(t, manualProducer(t, src), records("t", p, 40, "a")...)
-	}
-	e := openEngine(t, dst)
-	createMirror(t, e, "m", src)
-	start(t, e, "m", "t", "")
-	waitState(t, e, "m", "t", 2, StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
-	topicCmd(t, e.StopMirrorTopics, "m", "t")
-	waitState(t, e, "m", "t", 2, StateStopped)
-
-	produceSync(t, manualProducer(t, dst), records("t", 0, 5, "foreign")...) // partition 0 only
-	start(t, e, "m", "t", "fail")
-	eventually(t, "partition 0 FAILED, partition 1 MIRRORING", func() error {
-		d, err := e.DescribeMirrorTopic(context.Background(), "m", "t")
-		if err != nil || len(d.Partitions) != 2 || d.Partitions[0].State != StateFailed || d.Partitions[1].State != StateMirroring {
-			return fmt.Errorf("%+v %v", d, err)
-		}
-		return nil
-	})
-	produceSync(t, manualProducer(t, src), records("t", 1, 10, "more")...)
-	start(t, e, "m", "t", "recreate")
-	waitState(t, e, "m", "t", 2, StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
-}

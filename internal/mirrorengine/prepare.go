@@ -58,7 +58,8 @@ func (r *runner) prepare(ctx context.Context) error {
 		return err
 	}
 	if tc, _ := e.store.TopicConfig(k.topic); tc.Divergence == "recreate" {
-		// The start command recreates; here the destination changed after it.
+		// Only the start command recreates, once every partition stopped writing; this
+		// destination diverged after it looked.
 		return permanent(fmt.Errorf("%s; start the topic again to recreate the destination topic", d))
 	}
 	return permanent(fmt.Errorf("%s; divergence policy \"fail\" keeps them: divergence = \"recreate\" would discard %d records and copy the source again", d, d.records()))
@@ -92,42 +93,52 @@ func (e *Engine) checkDestination(ctx context.Context, k partitionKey, src clust
 }
 
 // recreateIfDiverged is the "recreate" divergence policy, applied by the start command
-// before any partition prepares: when a partition of the destination topic diverged, the
-// topic is deleted, and PREPARING creates it again and mirrors from scratch.
-func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, partitions int) (recreated bool, err error) {
+// before any partition prepares. Only a destination topic with a partition that really
+// diverged is deleted, and only once no partition of the topic writes to it any more (the
+// others may be mirroring happily); PREPARING then creates it again and mirrors from
+// scratch.
+func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, partitions int) error {
 	srcCl, err := e.source(mirror)
 	if err != nil {
-		return false, err
+		return err
 	}
 	src := newCluster("source", srcCl)
 	if _, err := e.dst.metadata(ctx, topic, 0); err != nil {
 		var unknown *UnknownTopicError
 		if errors.As(err, &unknown) {
-			return false, nil
+			return nil
 		}
-		return false, err
+		return err
 	}
+	var diverged *divergence
 	for p := range int32(partitions) {
-		d, err := e.checkDestination(ctx, partitionKey{mirror, topic, p}, src)
-		if err != nil {
-			return false, err
+		if diverged, err = e.checkDestination(ctx, partitionKey{mirror, topic, p}, src); err != nil || diverged != nil {
+			break
 		}
-		if d == nil {
-			continue
-		}
-		e.topicMu.Lock()
-		defer e.topicMu.Unlock()
-		e.log.Warn("recreating the diverged destination topic", "topic", topic, "reason", d.String())
-		resp, err := e.dst.adm.DeleteTopic(ctx, topic)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil {
-			return false, authErr("destination", "delete diverged topic "+topic, err)
-		}
-		return true, e.waitTopicGone(ctx, topic)
 	}
-	return false, nil
+	if err != nil || diverged == nil {
+		return err
+	}
+	stopped, err := e.quiesceTopic(ctx, mirror, topic, fmt.Sprintf("stopped to recreate the destination topic (divergence = \"recreate\"): %s", diverged))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, k := range stopped {
+			e.runner(k) // FAILED or STOPPED: it waits for the start command's restart
+		}
+	}()
+	e.topicMu.Lock()
+	defer e.topicMu.Unlock()
+	e.log.Warn("recreating the diverged destination topic", "topic", topic, "reason", diverged.String())
+	resp, err := e.dst.adm.DeleteTopic(ctx, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return authErr("destination", "delete diverged topic "+topic, err)
+	}
+	return e.waitTopicGone(ctx, topic)
 }
 
 func (e *Engine) waitTopicGone(ctx context.Context, topic string) error {

@@ -3,10 +3,13 @@ package mirrorengine
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 )
@@ -97,6 +100,139 @@ func TestEngineRestartFailedWhileMirroring(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Partition 0 of a stopped topic is written on the destination (diverged) while the others
+// stay the source's; after a start under "fail" they mirror and keep writing. "recreate"
+// then deletes the topic only once no runner of it runs any more, and all partitions mirror
+// again from scratch.
+func TestEngineRecreateOnlyAfterEveryPartitionStopped(t *testing.T) {
+	src, dst, e, prod := mirrored(t, 3, 40)
+	topicCmd(t, e.StopMirrorTopics, "m", "t")
+	waitState(t, e, "m", "t", 3, StateStopped)
+
+	produceSync(t, manualProducer(t, dst), records("t", 0, 5, "foreign")...) // partition 0 only
+	start(t, e, "m", "t", "fail")
+	eventually(t, "partition 0 FAILED, the others MIRRORING", func() error {
+		d, err := e.DescribeMirrorTopic(context.Background(), "m", "t")
+		if err != nil || len(d.Partitions) != 3 || d.Partitions[0].State != StateFailed ||
+			d.Partitions[1].State != StateMirroring || d.Partitions[2].State != StateMirroring {
+			return fmt.Errorf("%+v %v", d, err)
+		}
+		if msg := d.Partitions[0].Error; !strings.Contains(msg, "5 records at offsets 40 to 44") {
+			return fmt.Errorf("partition 0 error %q does not give the records to discard", msg)
+		}
+		return nil
+	})
+	id := topicID(t, dst, "t")
+
+	// The healthy partitions keep writing until the recreation stops them.
+	ctx, stopProducing := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			recs := append(records("t", 1, 5, fmt.Sprint("busy-", i)), records("t", 2, 5, fmt.Sprint("busy-", i))...)
+			if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil && ctx.Err() == nil {
+				t.Errorf("producing: %v", err)
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { stopProducing(); wg.Wait() })
+
+	// At the moment the destination topic is deleted, no runner of it may still run.
+	runners := e.topicRunners("m", "t")
+	var mu sync.Mutex
+	var deletes int
+	var running []string
+	dst.Fake().ControlKey(int16(kmsg.DeleteTopics), func(kmsg.Request) (kmsg.Response, error, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		deletes++
+		for _, r := range runners {
+			select {
+			case <-r.done:
+			default:
+				running = append(running, fmt.Sprintf("partition %d (%s)", r.key.partition, r.Status().State))
+			}
+		}
+		return nil, nil, false
+	})
+	before := endOffsets(t, dst, "t")
+	eventually(t, "the healthy partitions writing", func() error {
+		if after := endOffsets(t, dst, "t"); after[1] == before[1] || after[2] == before[2] {
+			return fmt.Errorf("destination ends %v, then %v", before, after)
+		}
+		return nil
+	})
+
+	start(t, e, "m", "t", "recreate")
+	mu.Lock()
+	if deletes != 1 || len(running) > 0 {
+		t.Errorf("the destination topic was deleted %d times; still running at the delete: %v", deletes, running)
+	}
+	mu.Unlock()
+	waitState(t, e, "m", "t", 3, StateMirroring)
+	if topicID(t, dst, "t") == id {
+		t.Fatal("the diverged destination topic was not recreated")
+	}
+	stopProducing()
+	wg.Wait()
+	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+}
+
+// A partition that does not stop writing in time (here: stuck in PREPARING) makes
+// "recreate" refuse without deleting anything; started again once it settled, it recreates.
+func TestEngineRecreateRefusedWhileAPartitionIsBusy(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "t", 2, nil)
+	for p := range int32(2) {
+		produceSync(t, manualProducer(t, src), records("t", p, 20, "a")...)
+	}
+	dst.CreateTopic(t, "t", 2, nil)
+	produceSync(t, manualProducer(t, dst), records("t", 0, 3, "foreign")...) // never mirrored
+
+	release := make(chan struct{})
+	var once sync.Once
+	testHookAction = func(k partitionKey, a Action) {
+		if k.partition == 1 && a.Kind == ActionPrepare {
+			once.Do(func() { <-release })
+		}
+	}
+	t.Cleanup(func() { testHookAction = nil })
+	timeout := quiesceTimeout
+	quiesceTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { quiesceTimeout = timeout })
+
+	e := openEngine(t, dst)
+	createMirror(t, e, "m", src)
+	start(t, e, "m", "t", "fail")
+	eventually(t, "partition 0 FAILED, partition 1 PREPARING", func() error {
+		rs := e.topicRunners("m", "t")
+		if len(rs) != 2 || rs[0].Status().State != StateFailed || rs[1].Status().State != StatePreparing {
+			return fmt.Errorf("%d runners", len(rs))
+		}
+		return nil
+	})
+	id := topicID(t, dst, "t")
+	res, err := e.StartMirrorTopics(context.Background(), "m", []string{"t"}, "recreate")
+	if err != nil || res[0].Err == nil || !strings.Contains(res[0].Err.Message, "partitions 1 (PREPARING) of topic \"t\" did not stop") {
+		t.Fatalf("recreate while partition 1 prepares: %+v %v", res, err)
+	}
+	if topicID(t, dst, "t") != id {
+		t.Fatal("the destination topic was deleted while a partition was busy")
+	}
+
+	close(release)
+	waitState(t, e, "m", "t", 2, StateFailed)
+	start(t, e, "m", "t", "recreate")
+	waitState(t, e, "m", "t", 2, StateMirroring)
+	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+	if topicID(t, dst, "t") == id {
+		t.Fatal("the diverged destination topic was not recreated")
 	}
 }
 
