@@ -6,7 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"math"
+	"slices"
 
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -45,15 +52,20 @@ const (
 	kindTxnData
 	kindCommit
 	kindAbort
+	// kindEmpty is a batch without records, data or control, that Apache Kafka's cleaner
+	// keeps for its producer state or as a "transaction cleaned" marker: its offsets
+	// (baseOffset to lastOffset) are a gap.
+	kindEmpty
 )
 
 func (k batchKind) String() string {
-	return [...]string{"data", "transactional data", "commit marker", "abort marker"}[k]
+	return [...]string{"data", "transactional data", "commit marker", "abort marker", "empty batch"}[k]
 }
 
 // rawBatch is one RecordBatch v2 exactly as the source broker returned it. The data path
 // reads its header and forwards its bytes; the payload is only decoded when the batch has
-// offset holes (compaction) and must be re-encoded.
+// offset holes (compaction) and must be re-encoded. splitBatches checks the header, so a
+// rawBatch always holds one whole, checksummed header with sane offsets and count.
 type rawBatch []byte
 
 func (b rawBatch) baseOffset() int64 { return int64(binary.BigEndian.Uint64(b[offBaseOffset:])) }
@@ -74,21 +86,24 @@ func (b rawBatch) contiguous() bool { return int64(b.lastOffsetDelta())+1 == int
 func (b rawBatch) kind() (batchKind, error) {
 	attrs := b.attributes()
 	switch {
+	case b.recordCount() == 0:
+		return kindEmpty, nil
 	case attrs&attrControl != 0:
 		recs, err := b.records()
 		if err != nil {
 			return 0, err
 		}
-		if len(recs) != 1 || len(recs[0].Key) < 4 {
-			return 0, fmt.Errorf("control batch at offset %d has %d records, want one marker", b.baseOffset(), len(recs))
+		// A marker is alone in its batch; the cleaner drops it whole or empties the batch.
+		if len(recs) != 1 || b.lastOffsetDelta() != 0 || len(recs[0].Key) < 4 {
+			return 0, b.corrupt("a control batch holds %d records over %d offsets, want one marker with a 4-byte key", len(recs), int64(b.lastOffsetDelta())+1)
 		}
-		switch binary.BigEndian.Uint16(recs[0].Key[2:]) {
+		switch ctype := binary.BigEndian.Uint16(recs[0].Key[2:]); ctype {
 		case 0:
 			return kindAbort, nil
 		case 1:
 			return kindCommit, nil
 		default:
-			return 0, fmt.Errorf("control batch at offset %d has unknown control type %d", b.baseOffset(), binary.BigEndian.Uint16(recs[0].Key[2:]))
+			return 0, b.corrupt("unknown control record type %d", ctype)
 		}
 	case attrs&attrTransactional != 0:
 		return kindTxnData, nil
@@ -97,25 +112,55 @@ func (b rawBatch) kind() (batchKind, error) {
 	}
 }
 
-// splitBatches cuts a fetch response's record bytes into whole v2 batches. A fetch may end
-// with a partial batch, which is dropped: the next fetch starts at it again.
+func (b rawBatch) corrupt(format string, args ...any) error {
+	return &CorruptBatchError{Offset: b.baseOffset(), Reason: fmt.Sprintf(format, args...)}
+}
+
+// splitBatches cuts a fetch response's record bytes into whole v2 batches and checks each
+// one's header and CRC. A fetch may end with a partial batch, which is dropped: the next
+// fetch starts at it again.
 func splitBatches(raw []byte) ([]rawBatch, error) {
 	var out []rawBatch
 	for len(raw) >= offBatchLength+4 {
-		n := offBatchLength + 4 + int(int32(binary.BigEndian.Uint32(raw[offBatchLength:])))
-		if n > len(raw) {
+		base := int64(binary.BigEndian.Uint64(raw[offBaseOffset:]))
+		length := int64(int32(binary.BigEndian.Uint32(raw[offBatchLength:])))
+		n := offBatchLength + 4 + length
+		if n < batchHeaderLen {
+			return nil, &CorruptBatchError{Offset: base, Reason: fmt.Sprintf("batch length %d is shorter than a v2 header", length)}
+		}
+		if n > int64(len(raw)) {
 			break
 		}
-		if n < batchHeaderLen {
-			return nil, fmt.Errorf("record batch of %d bytes is shorter than a v2 header", n)
+		b := rawBatch(raw[:n:n])
+		if err := b.check(); err != nil {
+			return nil, err
 		}
-		if magic := raw[offMagic]; magic != 2 {
-			return nil, fmt.Errorf("record batch at offset %d has message format v%d; only v2 (Kafka 0.11+) is supported", int64(binary.BigEndian.Uint64(raw)), magic)
-		}
-		out = append(out, rawBatch(raw[:n:n]))
+		out = append(out, b)
 		raw = raw[n:]
 	}
 	return out, nil
+}
+
+// check validates what the data path takes from a whole batch's header: the format, the
+// CRC, and offsets and a record count that can be true.
+func (b rawBatch) check() error {
+	if magic := b[offMagic]; magic != 2 {
+		return b.corrupt("message format v%d; only v2 (Kafka 0.11+) is supported", magic)
+	}
+	if want, got := binary.BigEndian.Uint32(b[offCRC:]), crc32.Checksum(b[offAttributes:], castagnoli); got != want {
+		return b.corrupt("CRC-32C is %08x, the batch says %08x", got, want)
+	}
+	base, delta, count := b.baseOffset(), b.lastOffsetDelta(), b.recordCount()
+	switch {
+	case base < 0:
+		return b.corrupt("negative base offset")
+	case delta < 0 || base > math.MaxInt64-int64(delta):
+		return b.corrupt("last offset delta %d is outside the offset range", delta)
+	case count < 0 || int64(count) > int64(delta)+1:
+		// Record offset deltas are distinct and within [0, lastOffsetDelta].
+		return b.corrupt("%d records cannot fit offsets %d to %d", count, base, base+int64(delta))
+	}
+	return nil
 }
 
 // producerIdentity is what the destination sees as the writer of a forwarded batch.
@@ -145,31 +190,52 @@ func forwardBatch(src rawBatch, as producerIdentity, transactional bool) []byte 
 	return b
 }
 
-// records decodes (and decompresses) the batch's records.
+// minRecordLen is the smallest encoded record: one byte each for the length, attributes,
+// timestamp delta, offset delta, key length, value length and header count.
+const minRecordLen = 7
+
+// records decodes (and decompresses) the batch's records. Every record must re-encode to
+// exactly its bytes, with offset deltas strictly increasing within the batch's range, so
+// that runs and re-encoded batches carry exactly what the source holds.
 func (b rawBatch) records() ([]kmsg.Record, error) {
 	var batch kmsg.RecordBatch
 	if err := batch.ReadFrom(b); err != nil {
-		return nil, fmt.Errorf("decoding batch at offset %d: %w", b.baseOffset(), err)
+		return nil, b.corrupt("decoding the header: %v", err)
 	}
-	payload, err := decompressor.Decompress(batch.Records, kgo.CompressionCodecType(batch.Attributes&attrCodecMask))
+	count := batch.NumRecords
+	if count < 0 {
+		return nil, b.corrupt("negative record count %d", count)
+	}
+	payload, err := decompress(batch.Attributes&attrCodecMask, batch.Records)
 	if err != nil {
-		return nil, fmt.Errorf("decompressing batch at offset %d: %w", b.baseOffset(), err)
+		return nil, b.corrupt("decompressing: %v", err)
 	}
-	recs := make([]kmsg.Record, 0, batch.NumRecords)
+	// The count is only a claim: the records actually present bound the allocation.
+	recs := make([]kmsg.Record, 0, min(int(count), len(payload)/minRecordLen))
+	var encoded []byte
 	for len(payload) > 0 {
+		i := len(recs)
 		length, n := binary.Varint(payload)
-		if n <= 0 || int64(len(payload)-n) < length {
-			return nil, fmt.Errorf("batch at offset %d: truncated record", b.baseOffset())
+		if n <= 0 || length < 0 || length > int64(len(payload)-n) {
+			return nil, b.corrupt("record %d: length %d does not fit the %d bytes left", i, length, len(payload))
 		}
+		raw := payload[:n+int(length)]
+		payload = payload[len(raw):]
 		var r kmsg.Record
-		if err := r.ReadFrom(payload[:n+int(length)]); err != nil {
-			return nil, fmt.Errorf("batch at offset %d: %w", b.baseOffset(), err)
+		if err := r.ReadFrom(raw); err != nil {
+			return nil, b.corrupt("record %d: %v", i, err)
+		}
+		if encoded = r.AppendTo(encoded[:0]); !bytes.Equal(encoded, raw) {
+			// Trailing bytes inside the length, or non-canonical varints.
+			return nil, b.corrupt("record %d does not re-encode to its own %d bytes", i, len(raw))
+		}
+		if r.OffsetDelta < 0 || r.OffsetDelta > batch.LastOffsetDelta || (i > 0 && r.OffsetDelta <= recs[i-1].OffsetDelta) {
+			return nil, b.corrupt("record %d: offset delta %d out of order or outside [0, %d]", i, r.OffsetDelta, batch.LastOffsetDelta)
 		}
 		recs = append(recs, r)
-		payload = payload[n+int(length):]
 	}
-	if int32(len(recs)) != batch.NumRecords {
-		return nil, fmt.Errorf("batch at offset %d says %d records but holds %d", b.baseOffset(), batch.NumRecords, len(recs))
+	if len(recs) != int(count) {
+		return nil, b.corrupt("the header says %d records, the payload holds %d", count, len(recs))
 	}
 	return recs, nil
 }
@@ -199,10 +265,101 @@ func (b rawBatch) runs() ([]run, error) {
 	return out, nil
 }
 
+// maxDecompressedBatch bounds what one batch may decompress to, so that a small
+// compression bomb in a source topic cannot exhaust the worker's memory (kgo's
+// DefaultDecompressor allows 2 GiB). Producers' batches are far smaller: brokers bound a
+// compressed batch by max.message.bytes (1 MiB by default), kgo and librdkafka bound the
+// uncompressed batch (1 MB by default), and real data compresses 2-20 times. Only
+// compacted and control batches are decompressed; a larger one fails its partition.
+const maxDecompressedBatch = 64 << 20
+
+var errTooLarge = fmt.Errorf("decompresses to more than %d MiB", maxDecompressedBatch>>20)
+
 var (
-	decompressor = kgo.DefaultDecompressor()
-	compressors  = map[int16]kgo.Compressor{}
+	compressors = map[int16]kgo.Compressor{}
+	// zstdDecoder refuses frames and output over maxDecompressedBatch before allocating them.
+	zstdDecoder *zstd.Decoder
 )
+
+// decompress returns a batch payload decompressed with codec, or an error when it would
+// exceed maxDecompressedBatch bytes.
+func decompress(codec int16, src []byte) ([]byte, error) {
+	switch codec {
+	case 0:
+		return src, nil
+	case 1:
+		r, err := gzip.NewReader(bytes.NewReader(src))
+		if err != nil {
+			return nil, err
+		}
+		return readLimited(r)
+	case 2:
+		return unsnappy(src)
+	case 3:
+		return readLimited(lz4.NewReader(bytes.NewReader(src)))
+	case 4:
+		out, err := zstdDecoder.DecodeAll(src, nil)
+		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			return nil, errTooLarge
+		}
+		return out, err
+	}
+	return nil, fmt.Errorf("unknown compression codec %d", codec)
+}
+
+// readLimited reads a decompressing stream to its end, stopping past maxDecompressedBatch.
+func readLimited(r io.Reader) ([]byte, error) {
+	out, err := io.ReadAll(io.LimitReader(r, maxDecompressedBatch+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > maxDecompressedBatch {
+		return nil, errTooLarge
+	}
+	return out, nil
+}
+
+// xerialMagic starts the framing of snappy-java, which Java producers write: after a
+// 16-byte header, blocks of a big-endian length and a raw snappy block. Other clients
+// write one raw snappy block.
+var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+func unsnappy(src []byte) ([]byte, error) {
+	if len(src) < 16 || !bytes.HasPrefix(src, xerialMagic) {
+		return appendSnappy(nil, src)
+	}
+	var out []byte
+	for rest := src[16:]; len(rest) > 0; {
+		if len(rest) < 4 || uint64(binary.BigEndian.Uint32(rest)) > uint64(len(rest)-4) {
+			return nil, errors.New("malformed xerial snappy framing")
+		}
+		n := 4 + int(binary.BigEndian.Uint32(rest))
+		var err error
+		if out, err = appendSnappy(out, rest[4:n]); err != nil {
+			return nil, err
+		}
+		rest = rest[n:]
+	}
+	return out, nil
+}
+
+// appendSnappy decodes a raw snappy block after dst; the block declares its decoded
+// length, which is checked before anything is allocated.
+func appendSnappy(dst, block []byte) ([]byte, error) {
+	n, err := s2.DecodedLen(block)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxDecompressedBatch-len(dst) {
+		return nil, errTooLarge
+	}
+	dst = slices.Grow(dst, n)
+	decoded, err := s2.Decode(dst[len(dst):len(dst)+n], block)
+	if err != nil {
+		return nil, err
+	}
+	return dst[:len(dst)+len(decoded)], nil
+}
 
 func init() {
 	for codec, c := range map[int16]kgo.CompressionCodec{
@@ -213,6 +370,11 @@ func init() {
 			panic(err)
 		}
 		compressors[codec] = comp
+	}
+	var err error
+	zstdDecoder, err = zstd.NewReader(nil, zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxMemory(maxDecompressedBatch))
+	if err != nil {
+		panic(err)
 	}
 }
 

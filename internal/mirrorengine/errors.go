@@ -85,6 +85,19 @@ func (e *SourceChangedError) Error() string {
 	return fmt.Sprintf("the source %s is %q, not %q as when mirroring started: the source changed and mirroring of it stopped", e.What, e.Actual, e.Expected)
 }
 
+// CorruptBatchError means a source record batch cannot be decoded: a wrong CRC,
+// impossible framing, offsets or counts, or a payload that does not decompress (or
+// decompresses past the worker's bound). Fetching again returns the same bytes, so the
+// partition fails at the batch instead of retrying; the other partitions keep mirroring.
+type CorruptBatchError struct {
+	Offset int64 // the batch's base offset, as the source reports it
+	Reason string
+}
+
+func (e *CorruptBatchError) Error() string {
+	return fmt.Sprintf("corrupt source record batch at offset %d: %s; mirroring of this partition stopped there", e.Offset, e.Reason)
+}
+
 // AuthorizationError wraps a broker's authorization failure with what was attempted.
 type AuthorizationError struct {
 	Cluster string
@@ -132,10 +145,11 @@ func isFatal(err error) bool {
 		count    *PartitionCountMismatchError
 		auth     *AuthorizationError
 		changed  *SourceChangedError
+		corrupt  *CorruptBatchError
 	)
 	return errors.As(err, &mismatch) || errors.As(err, &notEmpty) || errors.As(err, &ahead) ||
 		errors.As(err, &unknown) || errors.As(err, &count) || errors.As(err, &auth) || errors.As(err, &changed) ||
-		errors.Is(err, errInvariant)
+		errors.As(err, &corrupt) || errors.Is(err, errInvariant)
 }
 
 var errInvariant = errors.New("mirror invariant broken")

@@ -500,6 +500,9 @@ func (s *session) apply(ctx context.Context, b rawBatch) error {
 			return s.sendTxn(ctx, t, forwardBatch(b, t.producer, true), b.recordCount())
 		}
 		return s.sendRuns(ctx, b, t)
+	case kindEmpty:
+		// Kept by the cleaner without records: its offsets are a gap, like a compaction hole.
+		return s.fill(ctx, b.lastOffset()+1)
 	default:
 		commit := kind == kindCommit
 		if err := s.flush(); err != nil {

@@ -203,8 +203,11 @@ func (r *runner) outcome(err error) Event {
 	if err == nil {
 		return Done{}
 	}
-	var perm *permanentError
-	return Fail{Err: err.Error(), Retryable: !errors.As(err, &perm), Now: time.Now()}
+	var (
+		perm    *permanentError
+		corrupt *CorruptBatchError // PREPARING decodes batches too, comparing the two logs
+	)
+	return Fail{Err: err.Error(), Retryable: !errors.As(err, &perm) && !errors.As(err, &corrupt), Now: time.Now()}
 }
 
 // after sends ev once d has passed, replacing an earlier timer.
@@ -281,7 +284,7 @@ func (f fetcherEvent) eventName() string { return "fetcher " + f.ev.eventName() 
 
 // permanentMirrorError is true for data path failures that retrying cannot fix and that
 // must wait for the operator: a foreign write, diverged logs, a deleted source topic, a
-// destination that no longer lines up with the source's batches.
+// destination that no longer lines up with the source's batches, a corrupt source batch.
 func permanentMirrorError(err error) bool {
 	var (
 		mismatch *OffsetMismatchError
@@ -290,9 +293,11 @@ func permanentMirrorError(err error) bool {
 		count    *PartitionCountMismatchError
 		notEmpty *DestinationNotEmptyError
 		changed  *SourceChangedError
+		corrupt  *CorruptBatchError
 	)
 	return errors.As(err, &mismatch) || errors.As(err, &ahead) || errors.As(err, &unknown) ||
-		errors.As(err, &count) || errors.As(err, &notEmpty) || errors.As(err, &changed) || errors.Is(err, errInvariant)
+		errors.As(err, &count) || errors.As(err, &notEmpty) || errors.As(err, &changed) ||
+		errors.As(err, &corrupt) || errors.Is(err, errInvariant)
 }
 
 // stopFetching stops the partition mirror, if running, and waits for it to finish its
