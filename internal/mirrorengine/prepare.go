@@ -309,55 +309,6 @@ func (e *Engine) checkSourceTopicID(ctx context.Context, topic string, id [16]by
 	return permanent(fmt.Errorf("source topic %q was deleted and recreated (topic id %s, mirrored %s); its offsets started over", topic, seen, tc.SourceTopicID))
 }
 
-// topicConfigExcludes are source topic configs never copied (the KIP's exclude list): they
-// describe the source brokers or would stop the destination accepting the source's records.
-var topicConfigExcludes = []string{
-	"follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
-	"message.timestamp.difference.max.ms", "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
-	"message.timestamp.type", "unclean.leader.election.enable", "min.insync.replicas",
-}
-
-// ensureDestinationTopic creates the destination topic with the source's partition count
-// and explicit config overrides when it does not exist, and checks the count when it does.
-func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror, topic string, partitions int) error {
-	e.topicMu.Lock()
-	defer e.topicMu.Unlock()
-	meta, err := e.dst.metadata(ctx, topic, 0)
-	var unknown *UnknownTopicError
-	switch {
-	case err == nil:
-		if meta.partitions != partitions {
-			return permanent(&PartitionCountMismatchError{Topic: topic, Source: partitions, Destination: meta.partitions})
-		}
-		return nil
-	case !errors.As(err, &unknown):
-		return err
-	}
-	configs := map[string]*string{}
-	rcs, err := src.adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return authErr("source", "describe configs of "+topic, err)
-	}
-	rec, _ := e.store.Mirror(mirror)
-	if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
-		for _, c := range rc.Configs {
-			excluded := slices.Contains(topicConfigExcludes, c.Key) || slices.Contains(rec.Sync.TopicConfigExcludes, c.Key)
-			if c.Source == kmsg.ConfigSourceDynamicTopicConfig && !excluded && c.Value != nil {
-				configs[c.Key] = c.Value
-			}
-		}
-	}
-	resp, err := e.dst.adm.CreateTopic(ctx, int32(partitions), -1, configs, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return authErr("destination", "create topic "+topic, err)
-	}
-	e.log.Info("destination topic created", "topic", topic, "partitions", partitions, "configs", len(configs))
-	return nil
-}
-
 // partitionProbe is the destinationProbe of one partition on the real clusters.
 type partitionProbe struct {
 	ctx       context.Context

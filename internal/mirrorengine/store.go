@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,8 +44,10 @@ type StoreConfig struct {
 	// mirror.state.topic.num.partitions it must not change once the topic
 	// exists: a record's partition is the hash of its key modulo the count.
 	Partitions int32
-	// ReplicationFactor is used when the topic is created; default -1, the
-	// broker's default.
+	// ReplicationFactor is used when the topic is created; default (0): 3,
+	// capped by the destination's broker count, with min.insync.replicas 2
+	// from 3 replicas on (the durable state of every mirror lives here); -1:
+	// the broker's defaults.
 	ReplicationFactor int16
 	// Sealer seals secret fields. Nil: mirrors with secrets can be neither
 	// stored nor loaded (the error names KAFKAMIRROR_SECRET_KEY).
@@ -60,9 +63,6 @@ func (c StoreConfig) withDefaults() StoreConfig {
 	}
 	if c.Partitions <= 0 {
 		c.Partitions = 1
-	}
-	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = -1
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -265,8 +265,19 @@ func ensureStoreTopic(ctx context.Context, cl *kgo.Client, cfg StoreConfig) erro
 	}
 	adm := kadm.NewClient(cl)
 	if !exists {
-		resp, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor,
-			map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, cfg.Topic)
+		configs := map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}
+		if cfg.ReplicationFactor == 0 {
+			meta, err := adm.Metadata(ctx)
+			if err != nil {
+				return fmt.Errorf("mirror state store: counting the destination's brokers: %w", err)
+			}
+			r := replicationFor(3, 0, 3, 0, len(meta.Brokers))
+			cfg.ReplicationFactor = r.factor
+			if r.minInsync > 0 {
+				configs["min.insync.replicas"] = kmsg.StringPtr(strconv.Itoa(r.minInsync))
+			}
+		}
+		resp, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, configs, cfg.Topic)
 		if err == nil {
 			err = resp.Err
 		}

@@ -240,9 +240,13 @@ func (s *syncer) syncPartitions(ctx context.Context, src cluster, topics []strin
 // syncTopicConfigs copies the source topics' explicit overrides (never broker defaults, never
 // the KIP's exclude list or the user's) and removes destination overrides the source dropped.
 func (s *syncer) syncTopicConfigs(ctx context.Context, src cluster, topics, userExcludes []string) error {
-	excluded := func(key string) bool {
-		return slices.Contains(topicConfigExcludes, key) || slices.Contains(userExcludes, key)
+	filter, err := newConfigFilter(userExcludes)
+	if err != nil {
+		return err
 	}
+	// Configs that do not travel are neither copied nor removed: the destination's own
+	// (the managed timestamp configs among them) stay.
+	excluded := func(key string) bool { return filter.why(key) != "" }
 	srcCfgs, err := src.adm.DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("describing source topic configs: %w", err)

@@ -86,8 +86,13 @@ func TestSyncTopicConfigs(t *testing.T) {
 		if got["retention.ms"] != "86400000" || got["cleanup.policy"] != "compact,delete" {
 			return fmt.Errorf("destination overrides %v", got)
 		}
-		if _, ok := got["min.insync.replicas"]; ok {
-			return fmt.Errorf("excluded min.insync.replicas copied: %v", got)
+		// Never copied by the sync; set at creation from the source's 2, capped by the
+		// destination's single replica.
+		if got["min.insync.replicas"] != "1" {
+			return fmt.Errorf("min.insync.replicas is not the creation rule's 1: %v", got)
+		}
+		if got["message.timestamp.type"] != "CreateTime" || got["message.timestamp.after.max.ms"] != "9223372036854775807" {
+			return fmt.Errorf("the managed timestamp configs are missing: %v", got)
 		}
 		if _, ok := got["segment.bytes"]; ok {
 			return fmt.Errorf("user-excluded segment.bytes copied: %v", got)

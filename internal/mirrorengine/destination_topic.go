@@ -1,0 +1,165 @@
+package mirrorengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// destinationTopicVisible bounds the wait for a created destination topic to reach every
+// broker's metadata: real brokers learn of a new topic asynchronously.
+const destinationTopicVisible = 30 * time.Second
+
+// ensureDestinationTopic creates the destination topic when it does not exist — the source's
+// partition count, a replication fit for a DR copy, the source's explicit overrides that
+// travel and the managed timestamp configs — and waits until it is visible; when it exists,
+// it checks the partition count.
+func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror, topic string, partitions int) error {
+	e.topicMu.Lock()
+	defer e.topicMu.Unlock()
+	meta, err := e.dst.metadata(ctx, topic, 0)
+	var unknown *UnknownTopicError
+	switch {
+	case err == nil:
+		if meta.partitions != partitions {
+			return permanent(&PartitionCountMismatchError{Topic: topic, Source: partitions, Destination: meta.partitions})
+		}
+		return nil
+	case !errors.As(err, &unknown):
+		return err
+	}
+	rec, _ := e.store.Mirror(mirror)
+	filter, err := newConfigFilter(rec.Sync.TopicConfigExcludes)
+	if err != nil {
+		return permanent(err)
+	}
+	rcs, err := src.adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return authErr("source", "describe configs of "+topic, err)
+	}
+	overrides := map[string]*string{}
+	if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
+		for _, c := range rc.Configs {
+			if c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil {
+				overrides[c.Key] = c.Value
+			}
+		}
+	}
+	configs, dropped := filter.creationConfigs(overrides)
+
+	srcMeta, err := src.adm.Metadata(ctx, topic)
+	if err != nil {
+		return authErr("source", "describe topic "+topic, err)
+	}
+	dstMeta, err := e.dst.adm.Metadata(ctx)
+	if err != nil {
+		return authErr("destination", "list brokers", err)
+	}
+	var sourceRF int16
+	if ps := srcMeta.Topics[topic].Partitions; len(ps) > 0 {
+		sourceRF = int16(len(ps[0].Replicas))
+	}
+	sourceMinInsync := 0
+	if v := overrides["min.insync.replicas"]; v != nil {
+		sourceMinInsync, _ = strconv.Atoi(*v)
+	}
+	repl := replicationFor(0, 0, sourceRF, sourceMinInsync, len(dstMeta.Brokers))
+	if repl.minInsync > 0 {
+		v := strconv.Itoa(repl.minInsync)
+		configs["min.insync.replicas"] = &v
+	}
+	if repl.capped {
+		e.log.Warn("destination topic gets less replication than the source", "topic", topic,
+			"source_replication_factor", repl.sourceValue, "replication_factor", repl.factor,
+			"min_insync_replicas", repl.minInsync, "destination_brokers", len(dstMeta.Brokers))
+	}
+
+	rejected, err := e.createTopic(ctx, topic, int32(partitions), repl.factor, configs)
+	dropped = append(dropped, rejected...)
+	if err != nil {
+		return err
+	}
+	if len(dropped) > 0 {
+		e.log.Warn("source topic configs left out of the destination topic", "topic", topic, "configs", droppedList(dropped))
+	}
+	e.log.Info("destination topic created", "topic", topic, "partitions", partitions,
+		"replication_factor", repl.factor, "min_insync_replicas", repl.minInsync, "configs", len(configs))
+	return e.waitDestinationTopic(ctx, topic, partitions)
+}
+
+// createTopic creates topic; configs the destination refuses (INVALID_CONFIG: a config it
+// does not know, or a value it does not accept) are found one by one with validate-only
+// requests, left out and returned with the broker's reason.
+func (e *Engine) createTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]*string) ([]droppedConfig, error) {
+	create := func(cfgs map[string]*string) error {
+		resp, err := e.dst.adm.CreateTopic(ctx, partitions, rf, cfgs, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil
+		}
+		return err
+	}
+	err := create(configs)
+	if !errors.Is(err, kerr.InvalidConfig) {
+		return nil, authErr("destination", "create topic "+topic, err)
+	}
+	var dropped []droppedConfig
+	for _, key := range sortedKeys(configs) {
+		if _, managed := managedTopicConfigs[key]; managed {
+			continue
+		}
+		resp, verr := e.dst.adm.ValidateCreateTopics(ctx, partitions, rf, map[string]*string{key: configs[key]}, topic)
+		if verr == nil {
+			if r, ok := resp[topic]; ok {
+				verr = r.Err
+				if verr != nil && r.ErrMessage != "" {
+					verr = fmt.Errorf("%w: %s", verr, r.ErrMessage)
+				}
+			}
+		}
+		if errors.Is(verr, kerr.InvalidConfig) {
+			dropped = append(dropped, droppedConfig{key, "refused by the destination: " + verr.Error()})
+			delete(configs, key)
+		}
+	}
+	if err := create(configs); err != nil {
+		return dropped, authErr("destination", "create topic "+topic, err)
+	}
+	return dropped, nil
+}
+
+// waitDestinationTopic waits until the destination's metadata shows topic with its
+// partitions and leaders, so the first start does not pass through FAILED on a topic the
+// broker asked does not know yet.
+func (e *Engine) waitDestinationTopic(ctx context.Context, topic string, partitions int) error {
+	ctx, cancel := context.WithTimeout(ctx, destinationTopicVisible)
+	defer cancel()
+	for {
+		meta, err := e.dst.metadata(ctx, topic, 0)
+		if err == nil && meta.partitions == partitions && meta.leader >= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("destination topic %q created but not visible with %d partitions after %v: %v", topic, partitions, destinationTopicVisible, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func droppedList(ds []droppedConfig) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, "; ")
+}
+

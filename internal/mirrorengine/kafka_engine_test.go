@@ -1,0 +1,87 @@
+package mirrorengine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+// The destination topics and __mirror_state the engine creates on a 3-broker Apache Kafka
+// destination are fit for disaster recovery: the source's replication (3) with
+// min.insync.replicas 2, CreateTime with unbounded timestamp checks (a record two hours
+// ahead is copied), and the source's configs minus those Apache Kafka refuses — another
+// distribution's, ones removed in 4.0, and an unknown one — each left out, not fatal. The
+// source is kfake, which keeps any config, as a Confluent or Redpanda source would.
+func TestKafkaEngineCreatesDestinationTopicsForDR(t *testing.T) {
+	kafkatest.RequireKafka(t)
+	kafkatest.RequireFake(t)
+	src := kafkatest.New(t, kafkatest.Brokers(3))
+	dst := kafkatest.New(t, kafkatest.Kafka(kafkatest.KafkaNewest), kafkatest.Brokers(3))
+	kafkatest.Tally(t, "kfake (3 brokers) → "+dst.Broker()+" (3 brokers)")
+	ctx := context.Background()
+	topic := "dr"
+	if _, err := src.Admin(t).CreateTopic(ctx, 3, 3, map[string]*string{
+		"retention.ms":                    kadm.StringPtr("604800000"),
+		"confluent.placement.constraints": kadm.StringPtr("{}"),
+		"message.format.version":          kadm.StringPtr("3.0-IV1"),
+		"totally.bogus.config":            kadm.StringPtr("x"),
+		"message.timestamp.type":          kadm.StringPtr("LogAppendTime"),
+	}, topic); err != nil {
+		t.Fatal(err)
+	}
+	src.WaitTopic(t, topic, 3)
+	prod := manualProducer(t, src)
+	produceSync(t, prod, records(topic, 0, 50, "a")...)
+	produceSync(t, prod, &kgo.Record{Topic: topic, Partition: 1, Value: []byte("from the future"), Timestamp: time.Now().Add(2 * time.Hour)})
+
+	e := openEngine(t, dst)
+	createMirror(t, e, "dr", src)
+	start(t, e, "dr", topic, "fail")
+	waitState(t, e, "dr", topic, 3, StateMirroring)
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+
+	adm := dst.Admin(t)
+	for _, name := range []string{topic, DefaultStoreTopic} {
+		meta, err := adm.Metadata(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rf := len(meta.Topics[name].Partitions[0].Replicas); rf != 3 {
+			t.Errorf("%s: replication factor %d, want 3", name, rf)
+		}
+	}
+	want := map[string]map[string]string{
+		topic: {
+			"min.insync.replicas": "2", "retention.ms": "604800000", "message.timestamp.type": "CreateTime",
+			"message.timestamp.before.max.ms": "9223372036854775807", "message.timestamp.after.max.ms": "9223372036854775807",
+			"confluent.placement.constraints": "", "message.format.version": "", "totally.bogus.config": "",
+		},
+		DefaultStoreTopic: {"min.insync.replicas": "2", "cleanup.policy": "compact"},
+	}
+	for name, configs := range want {
+		rcs, err := adm.DescribeTopicConfigs(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On(name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]string{}
+		for _, c := range rc.Configs {
+			if c.Value != nil {
+				have[c.Key] = *c.Value
+			}
+		}
+		for key, v := range configs {
+			if have[key] != v {
+				t.Errorf("%s: %s = %q, want %q", name, key, have[key], v)
+			}
+		}
+	}
+}
