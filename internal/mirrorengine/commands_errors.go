@@ -19,6 +19,7 @@ const (
 	CodeMirrorTopicAlreadyStopped   ErrorCode = "MIRROR_TOPIC_ALREADY_STOPPED"
 	CodeSourceClusterIDMismatch     ErrorCode = "SOURCE_CLUSTER_ID_MISMATCH"
 	CodeSourceClusterUnreachable    ErrorCode = "SOURCE_CLUSTER_UNREACHABLE"
+	CodeSaslAuthenticationFailed    ErrorCode = "SASL_AUTHENTICATION_FAILED"
 	CodeUnknownTopicOrPartition     ErrorCode = "UNKNOWN_TOPIC_OR_PARTITION"
 	CodeInvalidTopic                ErrorCode = "INVALID_TOPIC_EXCEPTION"
 	CodeInvalidRequest              ErrorCode = "INVALID_REQUEST"

@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -326,22 +324,12 @@ func (e *Engine) putMirror(ctx context.Context, m MirrorRecord) error {
 
 // probeSource connects with the given settings and returns the source cluster's id.
 func (e *Engine) probeSource(ctx context.Context, conn SourceConnection) (string, *CommandError) {
-	opts, err := ClientOpts(conn)
-	if err != nil {
-		return "", cmdErr(CodeInvalidClusterMirrorConfig, "source: %v", err)
-	}
-	cl, err := kgo.NewClient(append(opts, e.cfg.SourceOpts...)...)
-	if err != nil {
-		return "", cmdErr(CodeInvalidClusterMirrorConfig, "source: %v", err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	id, err := clusterID(ctx, cl)
-	if err != nil {
-		return "", cmdErr(CodeSourceClusterUnreachable, "cannot reach the source cluster at %s: %v", strings.Join(conn.BootstrapServers, ","), err)
-	}
-	return id, nil
+	var id string
+	cerr := e.withSourceClient(ctx, conn, func(ctx context.Context, cl *kgo.Client) (err error) {
+		id, err = clusterID(ctx, cl)
+		return err
+	})
+	return id, cerr
 }
 
 // UpdateClusterMirror replaces a mirror's source connection settings (credentials) and sync
@@ -412,27 +400,13 @@ func (e *Engine) DeleteClusterMirror(ctx context.Context, name string) error {
 }
 
 // SourceTopics lists the mirror's source topics whose names match the regular expression
-// pattern (all when empty), internal topics excluded, sorted.
+// pattern (all when empty), internal topics excluded, sorted (ListSourceTopics).
 func (e *Engine) SourceTopics(ctx context.Context, mirror, pattern string) ([]string, error) {
-	re, err := regexp.Compile(pattern)
-	if err != nil {
-		return nil, cmdErr(CodeInvalidRequest, "pattern %q is not a regular expression: %v", pattern, err)
+	m, ok := e.store.Mirror(mirror)
+	if !ok {
+		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
 	}
-	src, err := e.source(mirror)
-	if err != nil {
-		return nil, err
-	}
-	details, err := kadm.NewClient(src).ListTopics(ctx)
-	if err != nil {
-		return nil, cmdErr(CodeSourceClusterUnreachable, "listing the source topics: %v", err)
-	}
-	var out []string
-	for _, d := range details.Sorted() {
-		if !d.IsInternal && !strings.HasPrefix(d.Topic, "__") && re.MatchString(d.Topic) {
-			out = append(out, d.Topic)
-		}
-	}
-	return out, nil
+	return e.ListSourceTopics(ctx, m.Source, pattern)
 }
 
 // mirrorTopics lists the topics whose mirror.name names the mirror, sorted.
