@@ -100,6 +100,9 @@ type TopicConfigRecord struct {
 	// SourceTopicID is the hex source topic id seen at first start, ""
 	// when unknown. A change means the source topic was recreated.
 	SourceTopicID string
+	// Owner is the id of the client object that manages the topic (a
+	// Terraform kafkamirror_mirror_topic), "" when none claimed it.
+	Owner string
 }
 
 // PartitionRecord is a mirrored partition's state, the
@@ -314,6 +317,7 @@ type topicConfigValueV1 struct {
 	MirrorName    string `json:"mirror.name"`
 	Divergence    string `json:"divergence,omitempty"`
 	SourceTopicID string `json:"source_topic_id,omitempty"`
+	Owner         string `json:"owner,omitempty"`
 }
 
 type partitionValueV1 struct {
@@ -416,6 +420,7 @@ func encodeTopicConfig(r TopicConfigRecord) ([]byte, error) {
 		MirrorName:    r.MirrorName,
 		Divergence:    r.Divergence,
 		SourceTopicID: r.SourceTopicID,
+		Owner:         r.Owner,
 	})
 }
 
@@ -576,7 +581,7 @@ func decodeTopicConfig(key string, data []byte) (TopicConfigRecord, error) {
 	if v.MirrorName == "" {
 		return TopicConfigRecord{}, fmt.Errorf("__mirror_state record %q: empty mirror.name", key)
 	}
-	return TopicConfigRecord{MirrorName: v.MirrorName, Divergence: v.Divergence, SourceTopicID: v.SourceTopicID}, nil
+	return TopicConfigRecord{MirrorName: v.MirrorName, Divergence: v.Divergence, SourceTopicID: v.SourceTopicID, Owner: v.Owner}, nil
 }
 
 func decodePartition(key string, data []byte) (PartitionRecord, error) {

@@ -66,6 +66,7 @@ func TestRecordV1FixturesDecode(t *testing.T) {
 		{"topicconfig/orders", fixtureTopicConfigV1, TopicConfigRecord{
 			MirrorName: "m.paused", Divergence: "recreate", SourceTopicID: "00112233445566778899aabbccddeeff",
 		}},
+		{"topicconfig/owned", `{"v":1,"mirror.name":"m","owner":"0f1e2d3c"}`, TopicConfigRecord{MirrorName: "m", Owner: "0f1e2d3c"}},
 		{"partition/m/orders/3", fixturePartitionV1, PartitionRecord{
 			Status: Status{
 				State: StateFailed, Previous: StateMirroring, StateEpoch: 7, Error: "offset mismatch", RetryAttempt: 3,
@@ -233,6 +234,9 @@ func TestRecordEncodedShape(t *testing.T) {
 		{"topicconfig", func() ([]byte, error) {
 			return encodeTopicConfig(TopicConfigRecord{MirrorName: "m.removed", Divergence: "fail", SourceTopicID: "ab"})
 		}, `{"v":1,"mirror.name":"m.removed","divergence":"fail","source_topic_id":"ab"}`},
+		{"topicconfig with an owner", func() ([]byte, error) {
+			return encodeTopicConfig(TopicConfigRecord{MirrorName: "m", Owner: "0f1e2d3c"})
+		}, `{"v":1,"mirror.name":"m","owner":"0f1e2d3c"}`},
 		{"partition", func() ([]byte, error) {
 			return encodePartition(PartitionRecord{
 				Status:    Status{State: StatePaused, Previous: StatePausing, StateEpoch: 4},

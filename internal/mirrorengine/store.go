@@ -819,6 +819,35 @@ func (s *Store) DeleteTopicConfig(ctx context.Context, topic string) error {
 	return s.del(ctx, recordKey{kind: kindTopicConfig, topic: topic})
 }
 
+// TopicOwner returns the owner recorded in the topic's config ("" when none) and whether
+// the topic has a config at all.
+func (e *Engine) TopicOwner(topic string) (owner string, ok bool) {
+	tc, ok := e.store.TopicConfig(topic)
+	return tc.Owner, ok
+}
+
+// SetTopicOwner records the owner of a topic that has a config; "" releases it. Commands
+// and PREPARING rewrite the same record, so it takes their locks (in their order): no write
+// of theirs is lost, nor this one.
+func (e *Engine) SetTopicOwner(ctx context.Context, topic, owner string) error {
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	e.topicMu.Lock()
+	defer e.topicMu.Unlock()
+	tc, ok := e.store.TopicConfig(topic)
+	if !ok {
+		return cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in any cluster mirror", topic)
+	}
+	if tc.Owner == owner {
+		return nil
+	}
+	tc.Owner = owner
+	if err := e.store.PutTopicConfig(ctx, topic, tc); err != nil {
+		return cmdErr(CodeUnknownServerError, "recording the owner of %q: %v", topic, err)
+	}
+	return nil
+}
+
 // PutPartition stores a partition's state.
 func (s *Store) PutPartition(ctx context.Context, mirror, topic string, partition int32, r PartitionRecord) error {
 	k := recordKey{kind: kindPartition, mirror: mirror, topic: topic, partition: partition}
