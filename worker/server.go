@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,9 @@ type engineAPI interface {
 	ListClusterMirrors() []mirrorengine.MirrorDescription
 	DescribeClusterMirror(name string) (mirrorengine.MirrorDescription, error)
 	SourceTopics(ctx context.Context, mirror, pattern string) ([]string, error)
+	ListSourceTopics(ctx context.Context, conn mirrorengine.SourceConnection, pattern string) ([]string, error)
+	TopicOwner(topic string) (owner string, ok bool)
+	SetTopicOwner(ctx context.Context, topic, owner string) error
 	StartMirrorTopics(ctx context.Context, mirror string, topics []string, divergence string) ([]mirrorengine.TopicResult, error)
 	StopMirrorTopics(ctx context.Context, mirror string, topics []string) ([]mirrorengine.TopicResult, error)
 	PauseMirrorTopics(ctx context.Context, mirror string, topics []string) ([]mirrorengine.TopicResult, error)
@@ -79,6 +83,9 @@ type server struct {
 	// canSeal is whether a secret key is configured, so that a mirror with secrets is
 	// refused up front with a 400 naming the setting instead of failing in the store.
 	canSeal bool
+	// ownerMu makes a topic command's owner check, the command and the owner's record one
+	// step (api.TopicsRequest.Owner).
+	ownerMu sync.Mutex
 }
 
 func newServer(token string, canSeal bool, log *slog.Logger, slot *engineSlot, metrics http.Handler) *server {
@@ -90,6 +97,7 @@ func newServer(token string, canSeal bool, log *slog.Logger, slot *engineSlot, m
 	m.Handle("PATCH /v1/mirrors/{mirror}", s.v1(s.updateMirror))
 	m.Handle("DELETE /v1/mirrors/{mirror}", s.v1(s.deleteMirror))
 	m.Handle("GET /v1/mirrors/{mirror}/source-topics", s.v1(s.sourceTopics))
+	m.Handle("POST /v1/source-topics", s.v1(s.listSourceTopics))
 	for _, action := range []string{"start", "stop", "pause", "resume"} {
 		m.Handle("POST /v1/mirrors/{mirror}/topics/"+action, s.v1(s.topicCommand(action)))
 	}
@@ -247,10 +255,23 @@ func (s *server) createMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	return nil
 }
 
-// checkSource refuses a source whose addresses are malformed, before the engine would try
-// them and answer SOURCE_CLUSTER_UNREACHABLE, and a source with secrets when the worker
-// cannot encrypt them.
+// checkSource refuses a source whose addresses are malformed (checkBootstrap) and a source
+// with secrets when the worker cannot encrypt them.
 func (s *server) checkSource(src api.SourceConnection) error {
+	if err := checkBootstrap(src); err != nil {
+		return err
+	}
+	hasSecret := (src.SASL != nil && src.SASL.Password != "") || (src.TLS != nil && src.TLS.ClientKeyPEM != "")
+	if hasSecret && !s.canSeal {
+		return badRequest(api.CodeInvalidClusterMirrorConfig,
+			"the source has a secret (SASL password or TLS client key), and this worker has no secret key to encrypt it with: set %s on the worker", mirrorengine.SecretKeyEnv)
+	}
+	return nil
+}
+
+// checkBootstrap refuses malformed source addresses before the engine would try them and
+// answer SOURCE_CLUSTER_UNREACHABLE.
+func checkBootstrap(src api.SourceConnection) error {
 	if len(src.BootstrapServers) == 0 {
 		// In a PATCH an empty list would otherwise read as "no source change".
 		return badRequest(api.CodeInvalidClusterMirrorConfig, "source.bootstrap_servers: at least one host:port is required")
@@ -259,11 +280,6 @@ func (s *server) checkSource(src api.SourceConnection) error {
 		if err := api.CheckBrokerAddress(hp); err != nil {
 			return badRequest(api.CodeInvalidClusterMirrorConfig, "source.bootstrap_servers[%d]: %v", i, err)
 		}
-	}
-	hasSecret := (src.SASL != nil && src.SASL.Password != "") || (src.TLS != nil && src.TLS.ClientKeyPEM != "")
-	if hasSecret && !s.canSeal {
-		return badRequest(api.CodeInvalidClusterMirrorConfig,
-			"the source has a secret (SASL password or TLS client key), and this worker has no secret key to encrypt it with: set %s on the worker", mirrorengine.SecretKeyEnv)
 	}
 	return nil
 }
@@ -361,6 +377,11 @@ func (s *server) sourceTopics(w http.ResponseWriter, r *http.Request, e engineAP
 		return err
 	}
 	topics, err := e.SourceTopics(r.Context(), name, r.URL.Query().Get("pattern"))
+	return writeTopics(w, topics, err)
+}
+
+// writeTopics answers with a listing of source topics, or returns its error.
+func writeTopics(w http.ResponseWriter, topics []string, err error) error {
 	if err != nil {
 		return err
 	}
@@ -369,6 +390,20 @@ func (s *server) sourceTopics(w http.ResponseWriter, r *http.Request, e engineAP
 	}
 	writeJSON(w, http.StatusOK, api.SourceTopics{Topics: topics})
 	return nil
+}
+
+// listSourceTopics lists a source given by its connection; nothing is stored, so a secret
+// needs no secret key.
+func (s *server) listSourceTopics(w http.ResponseWriter, r *http.Request, e engineAPI) error {
+	var req api.SourceTopicsRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkBootstrap(req.Source); err != nil {
+		return err
+	}
+	topics, err := e.ListSourceTopics(r.Context(), sourceFromAPI(req.Source), req.Pattern)
+	return writeTopics(w, topics, err)
 }
 
 func (s *server) topicCommand(action string) v1Handler {
@@ -384,28 +419,78 @@ func (s *server) topicCommand(action string) v1Handler {
 		if len(req.Topics) == 0 {
 			return badRequest(api.CodeInvalidRequest, "topics: at least one topic is required")
 		}
-		if req.Divergence != "" && action != "start" {
+		if req.Divergence != "" && action != api.ActionStart {
 			return badRequest(api.CodeInvalidRequest, "divergence is a setting of start only, not of %s", action)
+		}
+		if req.Release && action != api.ActionStop {
+			return badRequest(api.CodeInvalidRequest, "release is a setting of stop only, not of %s", action)
 		}
 		ctx, cancel := commandContext(r)
 		defer cancel()
-		var results []mirrorengine.TopicResult
-		switch action {
-		case "start":
-			results, err = e.StartMirrorTopics(ctx, name, req.Topics, req.Divergence)
-		case "stop":
-			results, err = e.StopMirrorTopics(ctx, name, req.Topics)
-		case "pause":
-			results, err = e.PauseMirrorTopics(ctx, name, req.Topics)
-		case "resume":
-			results, err = e.ResumeMirrorTopics(ctx, name, req.Topics)
+		s.ownerMu.Lock()
+		defer s.ownerMu.Unlock()
+		// Topics another owner manages get their refusal; the rest go to the engine.
+		out := make([]api.TopicResult, len(req.Topics))
+		var todo []string
+		for i, topic := range req.Topics {
+			out[i].Topic = topic
+			if owner, _ := e.TopicOwner(topic); (req.Owner != "" || req.Release) && owner != "" && owner != req.Owner {
+				out[i].ErrorCode, out[i].Message = api.CodeMirrorTopicOwnerMismatch, ownerMismatch(topic, owner, req.Owner)
+				continue
+			}
+			todo = append(todo, topic)
 		}
-		if err != nil {
-			return err
+		results := []mirrorengine.TopicResult{}
+		if len(todo) > 0 {
+			switch action {
+			case api.ActionStart:
+				results, err = e.StartMirrorTopics(ctx, name, todo, req.Divergence)
+			case api.ActionStop:
+				results, err = e.StopMirrorTopics(ctx, name, todo)
+			case api.ActionPause:
+				results, err = e.PauseMirrorTopics(ctx, name, todo)
+			case api.ActionResume:
+				results, err = e.ResumeMirrorTopics(ctx, name, todo)
+			}
+			if err != nil {
+				return err
+			}
 		}
-		writeJSON(w, http.StatusOK, resultsToAPI(results))
+		done := resultsToAPI(results).Results
+		for i := range out {
+			if out[i].ErrorCode != "" {
+				continue
+			}
+			out[i], done = done[0], done[1:]
+			if err := s.recordOwner(ctx, e, action, req, out[i]); err != nil {
+				out[i].ErrorCode, out[i].Message = api.CodeUnknownServerError, err.Error()
+			}
+		}
+		writeJSON(w, http.StatusOK, api.TopicResults{Results: out})
 		return nil
 	}
+}
+
+// recordOwner applies a command's ownership to a topic it succeeded on: a start records
+// the owner it names, a release (which an already stopped topic allows too) clears it.
+func (s *server) recordOwner(ctx context.Context, e engineAPI, action string, req api.TopicsRequest, res api.TopicResult) error {
+	switch {
+	case action == api.ActionStart && req.Owner != "" && res.ErrorCode == "":
+		return e.SetTopicOwner(ctx, res.Topic, req.Owner)
+	case req.Release && (res.ErrorCode == "" || res.ErrorCode == api.CodeMirrorTopicAlreadyStopped):
+		return e.SetTopicOwner(ctx, res.Topic, "")
+	}
+	return nil
+}
+
+// ownerMismatch says who manages a topic, for a command from someone else.
+func ownerMismatch(topic, owner, requester string) string {
+	who := "a request without an owner id"
+	if requester != "" {
+		who = fmt.Sprintf("owner %s", requester)
+	}
+	return fmt.Sprintf("topic %q is managed by owner %s, so %s may not change it; in Terraform this is another "+
+		"kafkamirror_mirror_topic (a renamed resource or for_each key needs a moved block)", topic, owner, who)
 }
 
 func (s *server) getTopic(w http.ResponseWriter, r *http.Request, e engineAPI) error {
@@ -417,7 +502,9 @@ func (s *server) getTopic(w http.ResponseWriter, r *http.Request, e engineAPI) e
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, topicToAPI(d))
+	t := topicToAPI(d)
+	t.Owner, _ = e.TopicOwner(d.Topic)
+	writeJSON(w, http.StatusOK, t)
 	return nil
 }
 

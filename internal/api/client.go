@@ -172,29 +172,49 @@ func (c *Client) SourceTopics(ctx context.Context, mirror, pattern string) ([]st
 	return out.Topics, nil
 }
 
+// ListSourceTopics lists the topics of a source given by its connection (no mirror needed),
+// matching req.Pattern; the worker uses the connection for this listing only.
+func (c *Client) ListSourceTopics(ctx context.Context, req SourceTopicsRequest) ([]string, error) {
+	var out SourceTopics
+	if err := c.do(ctx, http.MethodPost, "/v1/source-topics", nil, req, &out); err != nil {
+		return nil, err
+	}
+	return out.Topics, nil
+}
+
+// The topic commands, as TopicCommand names them (the last segment of their route).
+const (
+	ActionStart  = "start"
+	ActionStop   = "stop"
+	ActionPause  = "pause"
+	ActionResume = "resume"
+)
+
 // StartTopics starts mirroring topics; divergence is DivergenceFail (or "") or
 // DivergenceRecreate. Each result says whether its topic started.
 func (c *Client) StartTopics(ctx context.Context, mirror string, topics []string, divergence string) ([]TopicResult, error) {
-	return c.topicCommand(ctx, mirror, "start", TopicsRequest{Topics: topics, Divergence: divergence})
+	return c.TopicCommand(ctx, mirror, ActionStart, TopicsRequest{Topics: topics, Divergence: divergence})
 }
 
 // StopTopics fails topics over: mirroring stops and the destination topics become
 // writable.
 func (c *Client) StopTopics(ctx context.Context, mirror string, topics []string) ([]TopicResult, error) {
-	return c.topicCommand(ctx, mirror, "stop", TopicsRequest{Topics: topics})
+	return c.TopicCommand(ctx, mirror, ActionStop, TopicsRequest{Topics: topics})
 }
 
 // PauseTopics pauses topics; they stay read-only.
 func (c *Client) PauseTopics(ctx context.Context, mirror string, topics []string) ([]TopicResult, error) {
-	return c.topicCommand(ctx, mirror, "pause", TopicsRequest{Topics: topics})
+	return c.TopicCommand(ctx, mirror, ActionPause, TopicsRequest{Topics: topics})
 }
 
 // ResumeTopics resumes paused topics.
 func (c *Client) ResumeTopics(ctx context.Context, mirror string, topics []string) ([]TopicResult, error) {
-	return c.topicCommand(ctx, mirror, "resume", TopicsRequest{Topics: topics})
+	return c.TopicCommand(ctx, mirror, ActionResume, TopicsRequest{Topics: topics})
 }
 
-func (c *Client) topicCommand(ctx context.Context, mirror, action string, req TopicsRequest) ([]TopicResult, error) {
+// TopicCommand sends a topic command (an Action* constant) with the whole request, for
+// callers that name an owner (TopicsRequest.Owner).
+func (c *Client) TopicCommand(ctx context.Context, mirror, action string, req TopicsRequest) ([]TopicResult, error) {
 	var out TopicResults
 	if err := c.do(ctx, http.MethodPost, "/v1/mirrors/"+url.PathEscape(mirror)+"/topics/"+action, nil, req, &out); err != nil {
 		return nil, err

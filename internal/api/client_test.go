@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,6 +86,7 @@ func TestClientSendsJSONContentType(t *testing.T) {
 		func() error { _, err := c.StopTopics(ctx, "m", []string{"t"}); return err },
 		func() error { _, err := c.PauseTopics(ctx, "m", []string{"t"}); return err },
 		func() error { _, err := c.ResumeTopics(ctx, "m", []string{"t"}); return err },
+		func() error { _, err := c.ListSourceTopics(ctx, SourceTopicsRequest{}); return err },
 	}
 	for _, call := range calls {
 		if err := call(); err != nil {
@@ -140,6 +142,44 @@ func TestClientNeverRetriesClientErrors(t *testing.T) {
 		if n := attempts.Load(); n != 1 {
 			t.Fatalf("status %d: %d attempts, want 1", status, n)
 		}
+	}
+}
+
+// TestClientAuthenticationFailureIsAnsweredOnce: a source that refuses the credentials
+// refuses them again, so the worker's SASL_AUTHENTICATION_FAILED comes back after one
+// attempt, with its message.
+func TestClientAuthenticationFailureIsAnsweredOnce(t *testing.T) {
+	var attempts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		attempts.Add(1)
+		writeBody(w, StatusFor(CodeSaslAuthenticationFailed), ErrorBody{CodeSaslAuthenticationFailed, "authentication failed: SCRAM-SHA-512 user \"u\""})
+	}))
+	defer srv.Close()
+	_, err := newTestClient(t, srv.URL).CreateMirror(context.Background(), CreateMirrorRequest{Name: "m"})
+	if !IsCode(err, CodeSaslAuthenticationFailed) || !strings.Contains(err.Error(), "authentication failed") {
+		t.Fatalf("error %v", err)
+	}
+	if n := attempts.Load(); n != 1 {
+		t.Fatalf("%d attempts, want 1", n)
+	}
+}
+
+// TestClientTopicCommandSendsTheOwner: the owner and the release travel in the body.
+func TestClientTopicCommandSendsTheOwner(t *testing.T) {
+	var got TopicsRequest
+	var path string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path = r.URL.Path
+		_ = json.NewDecoder(r.Body).Decode(&got)
+		writeBody(w, 200, TopicResults{Results: []TopicResult{{Topic: "t"}}})
+	}))
+	defer srv.Close()
+	want := TopicsRequest{Topics: []string{"t"}, Owner: "o-1", Release: true}
+	if _, err := newTestClient(t, srv.URL).TopicCommand(context.Background(), "m", ActionStop, want); err != nil {
+		t.Fatal(err)
+	}
+	if path != "/v1/mirrors/m/topics/stop" || got.Owner != want.Owner || !got.Release || len(got.Topics) != 1 {
+		t.Fatalf("POST %s %+v", path, got)
 	}
 }
 
@@ -282,6 +322,8 @@ func TestStatusFor(t *testing.T) {
 		CodeTopicAlreadyInClusterMirror: 409,
 		CodeMirrorTopicAlreadyStopped:   409,
 		CodeSourceClusterIDMismatch:     409,
+		CodeMirrorTopicOwnerMismatch:    409,
+		CodeSaslAuthenticationFailed:    400,
 		CodeInvalidClusterMirrorName:    400,
 		CodeInvalidClusterMirrorConfig:  400,
 		CodeInvalidMirrorPartitionState: 400,

@@ -7,8 +7,9 @@ import (
 	"strings"
 )
 
-// The error codes of the API: the KIP-1279 error names the engine uses, plus the few the
-// HTTP layer adds (AUTHENTICATION_FAILED, COORDINATOR_LOAD_IN_PROGRESS).
+// The error codes of the API: the KIP-1279 (and Kafka) error names the engine uses, plus the
+// few the HTTP layer adds (AUTHENTICATION_FAILED, COORDINATOR_LOAD_IN_PROGRESS,
+// MIRROR_TOPIC_OWNER_MISMATCH).
 const (
 	CodeUnknownClusterMirror        = "UNKNOWN_CLUSTER_MIRROR"
 	CodeClusterMirrorAlreadyExists  = "CLUSTER_MIRROR_ALREADY_EXISTS"
@@ -21,6 +22,7 @@ const (
 	CodeMirrorTopicAlreadyStopped   = "MIRROR_TOPIC_ALREADY_STOPPED"
 	CodeSourceClusterIDMismatch     = "SOURCE_CLUSTER_ID_MISMATCH"
 	CodeSourceClusterUnreachable    = "SOURCE_CLUSTER_UNREACHABLE"
+	CodeSaslAuthenticationFailed    = "SASL_AUTHENTICATION_FAILED"
 	CodeUnknownTopicOrPartition     = "UNKNOWN_TOPIC_OR_PARTITION"
 	CodeInvalidTopic                = "INVALID_TOPIC_EXCEPTION"
 	CodeInvalidRequest              = "INVALID_REQUEST"
@@ -32,6 +34,9 @@ const (
 	// CodeCoordinatorLoadInProgress: the worker is still loading __mirror_state (503), the
 	// Kafka name for a coordinator that is not ready yet. Clients retry it.
 	CodeCoordinatorLoadInProgress = "COORDINATOR_LOAD_IN_PROGRESS"
+	// CodeMirrorTopicOwnerMismatch: a command for a topic that another owner manages
+	// (TopicsRequest.Owner) (409).
+	CodeMirrorTopicOwnerMismatch = "MIRROR_TOPIC_OWNER_MISMATCH"
 )
 
 // StatusFor is the HTTP status the worker answers an error code with. It is part of the
@@ -43,8 +48,12 @@ func StatusFor(code string) int {
 	case CodeUnknownClusterMirror, CodeTopicNotInClusterMirror, CodeUnknownTopicOrPartition:
 		return http.StatusNotFound
 	case CodeClusterMirrorAlreadyExists, CodeClusterMirrorNotEmpty, CodeTopicAlreadyInClusterMirror,
-		CodeMirrorTopicAlreadyStopped, CodeSourceClusterIDMismatch:
+		CodeMirrorTopicAlreadyStopped, CodeSourceClusterIDMismatch, CodeMirrorTopicOwnerMismatch:
 		return http.StatusConflict
+	case CodeSaslAuthenticationFailed:
+		// The source refused the credentials of the request (or of the stored mirror):
+		// the same request would be refused again, so it is the caller's to fix.
+		return http.StatusBadRequest
 	case CodeAuthenticationFailed:
 		return http.StatusUnauthorized
 	case CodeSourceClusterUnreachable, CodeClusterAuthorizationFailed:

@@ -11,6 +11,7 @@
 //	PATCH  /v1/mirrors/{mirror}                     UpdateMirrorRequest → Mirror
 //	DELETE /v1/mirrors/{mirror}                     → 204
 //	GET    /v1/mirrors/{mirror}/source-topics       ?pattern=REGEX → SourceTopics
+//	POST   /v1/source-topics                        SourceTopicsRequest → SourceTopics
 //	POST   /v1/mirrors/{mirror}/topics/start        TopicsRequest (with divergence) → TopicResults
 //	POST   /v1/mirrors/{mirror}/topics/stop         TopicsRequest → TopicResults
 //	POST   /v1/mirrors/{mirror}/topics/pause        TopicsRequest → TopicResults
@@ -126,10 +127,20 @@ type MirrorList struct {
 	Mirrors []Mirror `json:"mirrors"`
 }
 
-// SourceTopics is the body of GET /v1/mirrors/{mirror}/source-topics: the source's topic
-// names matching the pattern, internal topics excluded, sorted.
+// SourceTopics is the answer of the source-topics routes: the source's topic names matching
+// the pattern, internal topics excluded, sorted. Every listing asks one broker (the
+// lowest-numbered), so a topic deleted on the source does not come back in a later one.
 type SourceTopics struct {
 	Topics []string `json:"topics"`
+}
+
+// SourceTopicsRequest is the body of POST /v1/source-topics: list the topics of a source
+// no mirror has yet (a plan that creates the mirror). The connection, secrets included, is
+// used for this listing only and never stored. Pattern is a regular expression; empty
+// lists every topic.
+type SourceTopicsRequest struct {
+	Source  SourceConnection `json:"source"`
+	Pattern string           `json:"pattern,omitempty"`
 }
 
 // The divergence policies of a start (DESIGN.md "PREPARING").
@@ -142,9 +153,18 @@ const (
 
 // TopicsRequest is the body of the topic commands. Divergence is accepted by start only
 // (empty means DivergenceFail).
+//
+// Owner and Release make ownership explicit: a client object that manages topics (a
+// Terraform kafkamirror_mirror_topic) sends its owner id with every command. A command
+// that names an owner, or releases, fails for a topic recorded with another owner
+// (MIRROR_TOPIC_OWNER_MISMATCH, before anything happens to it); a start records the owner.
+// Release (stop only) clears the recorded owner once the topic is stopped (or was already):
+// the client no longer manages it. Commands without either neither check nor change it.
 type TopicsRequest struct {
 	Topics     []string `json:"topics"`
 	Divergence string   `json:"divergence,omitempty"`
+	Owner      string   `json:"owner,omitempty"`
+	Release    bool     `json:"release,omitempty"`
 }
 
 // TopicResults is a topic command's answer: one result per requested topic, in request
@@ -201,7 +221,10 @@ type Topic struct {
 	DesiredState string `json:"desired_state"`
 	// Divergence is the divergence policy of the last start (DivergenceFail or
 	// DivergenceRecreate).
-	Divergence string      `json:"divergence"`
+	Divergence string `json:"divergence"`
+	// Owner is the owner id recorded by the last start that named one (TopicsRequest);
+	// empty when no owner manages the topic.
+	Owner      string      `json:"owner"`
 	Partitions []Partition `json:"partitions"`
 }
 

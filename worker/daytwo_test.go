@@ -1,0 +1,224 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+// command sends a topic command for one topic and returns its result.
+func command(t *testing.T, c *api.Client, action string, req api.TopicsRequest) api.TopicResult {
+	t.Helper()
+	res, err := c.TopicCommand(ctxT(t), "m", action, req)
+	if err != nil || len(res) != len(req.Topics) {
+		t.Fatalf("%s %+v: %+v, %v", action, req, res, err)
+	}
+	return res[0]
+}
+
+// TestWorkerTopicOwnership: a topic records the owner of its start; commands naming another
+// owner, or releasing without being the owner, are refused at once and change nothing; a
+// release clears the owner (also of a topic stopped already), after which another owner may
+// start it. Commands without an owner (the CLI's) neither check nor change it.
+func TestWorkerTopicOwnership(t *testing.T) {
+	t.Parallel()
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "orders", 2, nil)
+	produce(t, src.Client(t), "orders", 0, 50)
+	w := startWorker(t, workerEnv(dst))
+	c := w.Client
+	if _, err := c.CreateMirror(ctxT(t), api.CreateMirrorRequest{Name: "m", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
+		t.Fatal(err)
+	}
+	owner := func() string {
+		t.Helper()
+		d, err := c.GetTopic(ctxT(t), "m", "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Owner
+	}
+	orders := []string{"orders"}
+	if r := command(t, c, api.ActionStart, api.TopicsRequest{Topics: orders, Owner: "owner-a"}); r.Err() != nil {
+		t.Fatalf("start by owner-a: %v", r.Err())
+	}
+	waitTopic(t, c, "m", "orders", "MIRRORING", inState(api.StateMirroring))
+	if got := owner(); got != "owner-a" {
+		t.Fatalf("owner %q after the start, want owner-a", got)
+	}
+
+	start := time.Now()
+	for _, tc := range []struct {
+		action string
+		req    api.TopicsRequest
+	}{
+		{api.ActionStart, api.TopicsRequest{Topics: orders, Owner: "owner-b"}},
+		{api.ActionPause, api.TopicsRequest{Topics: orders, Owner: "owner-b"}},
+		{api.ActionStop, api.TopicsRequest{Topics: orders, Owner: "owner-b", Release: true}},
+		{api.ActionStop, api.TopicsRequest{Topics: orders, Release: true}},
+	} {
+		r := command(t, c, tc.action, tc.req)
+		if !api.IsCode(r.Err(), api.CodeMirrorTopicOwnerMismatch) || !strings.Contains(r.Message, "managed by owner owner-a") || !strings.Contains(r.Message, "moved") {
+			t.Fatalf("%s %+v: %+v, want MIRROR_TOPIC_OWNER_MISMATCH naming owner-a", tc.action, tc.req, r)
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the refusals took %v", d)
+	}
+	if d := waitTopic(t, c, "m", "orders", "still MIRRORING", inState(api.StateMirroring)); d.Owner != "owner-a" {
+		t.Fatalf("owner %q after refused commands", d.Owner)
+	}
+
+	// The operator's commands carry no owner: allowed, and the owner stays.
+	if r := command(t, c, api.ActionPause, api.TopicsRequest{Topics: orders}); r.Err() != nil {
+		t.Fatalf("pause without an owner: %v", r.Err())
+	}
+	if r := command(t, c, api.ActionResume, api.TopicsRequest{Topics: orders, Owner: "owner-a"}); r.Err() != nil {
+		t.Fatalf("resume by owner-a: %v", r.Err())
+	}
+	waitTopic(t, c, "m", "orders", "MIRRORING again", inState(api.StateMirroring))
+	if got := owner(); got != "owner-a" {
+		t.Fatalf("owner %q after the operator's pause", got)
+	}
+
+	// The owner releases it (a destroy); a repeat finds it stopped and released.
+	if r := command(t, c, api.ActionStop, api.TopicsRequest{Topics: orders, Owner: "owner-a", Release: true}); r.Err() != nil {
+		t.Fatalf("release by owner-a: %v", r.Err())
+	}
+	waitTopic(t, c, "m", "orders", "STOPPED", inState(api.StateStopped))
+	if got := owner(); got != "" {
+		t.Fatalf("owner %q after the release", got)
+	}
+	if r := command(t, c, api.ActionStop, api.TopicsRequest{Topics: orders, Owner: "owner-a", Release: true}); !api.IsCode(r.Err(), api.CodeMirrorTopicAlreadyStopped) {
+		t.Fatalf("second release: %+v", r)
+	}
+
+	// A released topic can be started by another owner.
+	if r := command(t, c, api.ActionStart, api.TopicsRequest{Topics: orders, Owner: "owner-b"}); r.Err() != nil {
+		t.Fatalf("start by owner-b after the release: %v", r.Err())
+	}
+	waitTopic(t, c, "m", "orders", "MIRRORING for owner-b", inState(api.StateMirroring))
+	if got := owner(); got != "owner-b" {
+		t.Fatalf("owner %q, want owner-b", got)
+	}
+
+	// release belongs to stop.
+	_, err := c.TopicCommand(ctxT(t), "m", api.ActionPause, api.TopicsRequest{Topics: orders, Release: true})
+	wantAPIError(t, "pause with release", err, 400, api.CodeInvalidRequest)
+}
+
+// TestWorkerSourceTopicsAfterDeletion: once a listing no longer shows a deleted source
+// topic, no later listing shows it again, with the mirror's connection or with one given
+// in the request; while a mirror topic of it still runs.
+func TestWorkerSourceTopicsAfterDeletion(t *testing.T) {
+	t.Parallel()
+	src, dst := kafkatest.Pair(t, kafkatest.Brokers(3))
+	src.CreateTopic(t, "app.kept", 3, nil)
+	src.CreateTopic(t, "app.gone", 3, nil)
+	produce(t, src.Client(t), "app.gone", 0, 30)
+	w := startWorker(t, workerEnv(dst))
+	c := w.Client
+	conn := api.SourceConnection{BootstrapServers: src.Addrs()}
+	if _, err := c.CreateMirror(ctxT(t), api.CreateMirrorRequest{Name: "m", Source: conn}); err != nil {
+		t.Fatal(err)
+	}
+	if r := command(t, c, api.ActionStart, api.TopicsRequest{Topics: []string{"app.gone"}}); r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	waitTopic(t, c, "m", "app.gone", "MIRRORING", inState(api.StateMirroring))
+	list := func() string {
+		t.Helper()
+		a, err := c.SourceTopics(ctxT(t), "m", "^app\\.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.ListSourceTopics(ctxT(t), api.SourceTopicsRequest{Source: conn, Pattern: "^app\\."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(a, ",") != strings.Join(b, ",") {
+			t.Fatalf("the mirror's listing %v and the connection's %v differ", a, b)
+		}
+		return strings.Join(a, ",")
+	}
+	if got := list(); got != "app.gone,app.kept" {
+		t.Fatalf("listed %s", got)
+	}
+
+	if res, err := kadm.NewClient(src.Client(t)).DeleteTopics(ctxT(t), "app.gone"); err != nil || res.Error() != nil {
+		t.Fatalf("deleting app.gone: %v %v", err, res.Error())
+	}
+	waitFor(t, 30*time.Second, "app.gone to leave the listing", func() (bool, string) {
+		got := list()
+		return got == "app.kept", got
+	})
+	for i := range 20 {
+		if got := list(); got != "app.kept" {
+			t.Fatalf("listing %d after the deletion: %s", i, got)
+		}
+	}
+
+	_, err := c.ListSourceTopics(ctxT(t), api.SourceTopicsRequest{Source: conn, Pattern: "(["})
+	wantAPIError(t, "bad pattern", err, 400, api.CodeInvalidRequest)
+	_, err = c.ListSourceTopics(ctxT(t), api.SourceTopicsRequest{Source: api.SourceConnection{BootstrapServers: []string{"no-port"}}})
+	wantAPIError(t, "bad address", err, 400, api.CodeInvalidClusterMirrorConfig)
+}
+
+// TestWorkerSourceAuthenticationFailure: a password the source refuses fails a create, an
+// update and a listing at once with SASL_AUTHENTICATION_FAILED, a 400 the client does not
+// retry, naming the mechanism and the user and never the password.
+func TestWorkerSourceAuthenticationFailure(t *testing.T) {
+	t.Parallel()
+	const (
+		user     = "mirror-user"
+		password = "right-Pa55-for-the-source"
+		wrong    = "wrong-Pa55-for-the-source"
+	)
+	src := kafkatest.New(t, kafkatest.ClusterID("source-cluster"), kafkatest.WithACLs(user, password))
+	dst := kafkatest.New(t, kafkatest.ClusterID("destination-cluster"))
+	w := startWorker(t, workerEnv(dst, "KAFKAMIRROR_SECRET_KEY=worker-test-secret-key-0123456789"))
+	c := w.Client
+	conn := func(mechanism, pass string) api.SourceConnection {
+		return api.SourceConnection{BootstrapServers: src.Addrs(), SASL: &api.SASL{Mechanism: mechanism, Username: user, Password: pass}}
+	}
+	want := func(what string, err error, mechanism string, took time.Duration) {
+		t.Helper()
+		wantAPIError(t, what, err, 400, api.CodeSaslAuthenticationFailed)
+		msg := err.Error()
+		for _, s := range []string{"authentication failed", mechanism, `"` + user + `"`} {
+			if !strings.Contains(msg, s) {
+				t.Errorf("%s: %q lacks %q", what, msg, s)
+			}
+		}
+		if strings.Contains(msg, wrong) || strings.Contains(msg, password) {
+			t.Errorf("%s: the message shows a password: %s", what, msg)
+		}
+		if took > 5*time.Second {
+			t.Errorf("%s took %v", what, took)
+		}
+	}
+	for _, mechanism := range []string{"SCRAM-SHA-256", "PLAIN"} {
+		start := time.Now()
+		_, err := c.CreateMirror(ctxT(t), api.CreateMirrorRequest{Name: "m", Source: conn(mechanism, wrong)})
+		want("create with "+mechanism, err, mechanism, time.Since(start))
+	}
+	start := time.Now()
+	_, err := c.ListSourceTopics(ctxT(t), api.SourceTopicsRequest{Source: conn("SCRAM-SHA-256", wrong)})
+	want("listing", err, "SCRAM-SHA-256", time.Since(start))
+
+	if _, err := c.CreateMirror(ctxT(t), api.CreateMirrorRequest{Name: "m", Source: conn("SCRAM-SHA-256", password)}); err != nil {
+		t.Fatalf("create with the right password: %v", err)
+	}
+	wrongConn := conn("SCRAM-SHA-256", wrong)
+	start = time.Now()
+	_, err = c.UpdateMirror(ctxT(t), "m", api.UpdateMirrorRequest{Source: &wrongConn})
+	want("update", err, "SCRAM-SHA-256", time.Since(start))
+	if topics, err := c.SourceTopics(ctxT(t), "m", ""); err != nil {
+		t.Fatalf("the mirror kept its working credentials, yet its listing failed: %v (%v)", err, topics)
+	}
+}
