@@ -219,16 +219,24 @@ func OpenStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig) (*Store, er
 
 // ReadStore reads a read-only snapshot of ANOTHER cluster's store (the
 // source's, at failback). It never creates the topic: a missing topic is an
-// empty store. Secrets are not decrypted (the other cluster's worker may use
-// another key, and failback needs none of them): secret fields come back
-// empty and cfg.Sealer is ignored. Every write returns ErrReadOnlyStore.
+// empty store, and so is a topic the principal may not read: a mirror needs
+// only read access to its source's topics, and a source no worker of ours
+// writes has no reverse mirror state. Secrets are not decrypted (the other
+// cluster's worker may use another key, and failback needs none of them):
+// secret fields come back empty and cfg.Sealer is ignored. Every write
+// returns ErrReadOnlyStore.
 func ReadStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig) (*Store, error) {
 	if cl == nil {
 		return nil, errors.New("mirror state store: no client")
 	}
 	cfg = cfg.withDefaults()
 	cfg.Sealer = nil
-	return loadStore(ctx, cl, cfg, false, dropSecrets)
+	s, err := loadStore(ctx, cl, cfg, false, dropSecrets)
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		cfg.Logger.Info("no read access to the other cluster's mirror state: treated as no reverse mirror state", "topic", cfg.Topic)
+		return &Store{cl: cl, cfg: cfg, log: cfg.Logger, readOnly: true, v: newStoreView(), applied: map[string]uint64{}}, nil
+	}
+	return s, err
 }
 
 // checkStoreProducer refuses client settings under which an acknowledged write
