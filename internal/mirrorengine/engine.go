@@ -450,6 +450,9 @@ func (e *Engine) topicFailed(mirror, topic string) bool {
 type TopicResult struct {
 	Topic string
 	Err   *CommandError
+	// FinalSync is a stop's group offset sync after the last mirrored record: FinalSyncDone,
+	// FinalSyncOff, or why it did not happen. Empty for the other commands.
+	FinalSync string
 }
 
 // StartMirrorTopics starts mirroring topics: a first start, a restart after a stop or of
@@ -530,12 +533,6 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 		e.log.Info("mirror topic started", "mirror", mirror, "topic", topic, "divergence", divergence)
 		return nil
 	}), nil
-}
-
-// StopMirrorTopics fails topics over: fetching stops, replayed open transactions are
-// aborted, the last mirrored offsets are recorded and the topics become writable.
-func (e *Engine) StopMirrorTopics(ctx context.Context, mirror string, topics []string) ([]TopicResult, error) {
-	return e.changeDesired(ctx, mirror, topics, DesiredStopped)
 }
 
 // PauseMirrorTopics stops fetching; the topics stay read-only.
