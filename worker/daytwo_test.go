@@ -24,7 +24,8 @@ func command(t *testing.T, c *api.Client, action string, req api.TopicsRequest) 
 // TestWorkerTopicOwnership: a topic records the owner of its start; commands naming another
 // owner, or releasing without being the owner, are refused at once and change nothing; a
 // release clears the owner (also of a topic stopped already), after which another owner may
-// start it. Commands without an owner (the CLI's) neither check nor change it.
+// start it, and a topic without an owner is claimed by the first command naming one.
+// Commands without an owner (the CLI's) neither check nor change it.
 func TestWorkerTopicOwnership(t *testing.T) {
 	t.Parallel()
 	src, dst := kafkatest.Pair(t)
@@ -105,6 +106,26 @@ func TestWorkerTopicOwnership(t *testing.T) {
 	waitTopic(t, c, "m", "orders", "MIRRORING for owner-b", inState(api.StateMirroring))
 	if got := owner(); got != "owner-b" {
 		t.Fatalf("owner %q, want owner-b", got)
+	}
+
+	// A topic without an owner (started by an operator) is claimed by the first command
+	// that names one.
+	if r := command(t, c, api.ActionStop, api.TopicsRequest{Topics: orders, Owner: "owner-b", Release: true}); r.Err() != nil {
+		t.Fatalf("release by owner-b: %v", r.Err())
+	}
+	waitTopic(t, c, "m", "orders", "STOPPED", inState(api.StateStopped))
+	if r := command(t, c, api.ActionStart, api.TopicsRequest{Topics: orders}); r.Err() != nil {
+		t.Fatalf("the operator's start: %v", r.Err())
+	}
+	waitTopic(t, c, "m", "orders", "MIRRORING for nobody", inState(api.StateMirroring))
+	if got := owner(); got != "" {
+		t.Fatalf("owner %q after an operator's start", got)
+	}
+	if r := command(t, c, api.ActionPause, api.TopicsRequest{Topics: orders, Owner: "owner-c"}); r.Err() != nil {
+		t.Fatalf("pause by owner-c: %v", r.Err())
+	}
+	if got := owner(); got != "owner-c" {
+		t.Fatalf("owner %q, want owner-c to have claimed the topic", got)
 	}
 
 	// release belongs to stop.

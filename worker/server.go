@@ -462,7 +462,7 @@ func (s *server) topicCommand(action string) v1Handler {
 				continue
 			}
 			out[i], done = done[0], done[1:]
-			if err := s.recordOwner(ctx, e, action, req, out[i]); err != nil {
+			if err := s.recordOwner(ctx, e, req, out[i]); err != nil {
 				out[i].ErrorCode, out[i].Message = api.CodeUnknownServerError, err.Error()
 			}
 		}
@@ -471,14 +471,15 @@ func (s *server) topicCommand(action string) v1Handler {
 	}
 }
 
-// recordOwner applies a command's ownership to a topic it succeeded on: a start records
-// the owner it names, a release (which an already stopped topic allows too) clears it.
-func (s *server) recordOwner(ctx context.Context, e engineAPI, action string, req api.TopicsRequest, res api.TopicResult) error {
+// recordOwner applies a command's ownership to a topic it succeeded on: a release (which an
+// already stopped topic allows too) clears the owner, any other command that names one
+// records it (it was the topic's owner already, or the topic had none).
+func (s *server) recordOwner(ctx context.Context, e engineAPI, req api.TopicsRequest, res api.TopicResult) error {
 	switch {
-	case action == api.ActionStart && req.Owner != "" && res.ErrorCode == "":
-		return e.SetTopicOwner(ctx, res.Topic, req.Owner)
 	case req.Release && (res.ErrorCode == "" || res.ErrorCode == api.CodeMirrorTopicAlreadyStopped):
 		return e.SetTopicOwner(ctx, res.Topic, "")
+	case req.Owner != "" && res.ErrorCode == "":
+		return e.SetTopicOwner(ctx, res.Topic, req.Owner)
 	}
 	return nil
 }

@@ -157,9 +157,11 @@ const (
 // Owner and Release make ownership explicit: a client object that manages topics (a
 // Terraform kafkamirror_mirror_topic) sends its owner id with every command. A command
 // that names an owner, or releases, fails for a topic recorded with another owner
-// (MIRROR_TOPIC_OWNER_MISMATCH, before anything happens to it); a start records the owner.
+// (MIRROR_TOPIC_OWNER_MISMATCH, before anything happens to it); once it succeeds, the
+// owner it names is recorded (a start, or the first command for a topic without one).
 // Release (stop only) clears the recorded owner once the topic is stopped (or was already):
-// the client no longer manages it. Commands without either neither check nor change it.
+// the client no longer manages it. Commands without either (an operator's) neither check
+// nor change it.
 type TopicsRequest struct {
 	Topics     []string `json:"topics"`
 	Divergence string   `json:"divergence,omitempty"`
@@ -222,8 +224,8 @@ type Topic struct {
 	// Divergence is the divergence policy of the last start (DivergenceFail or
 	// DivergenceRecreate).
 	Divergence string `json:"divergence"`
-	// Owner is the owner id recorded by the last start that named one (TopicsRequest);
-	// empty when no owner manages the topic.
+	// Owner is the owner id recorded by the commands (TopicsRequest); empty when no owner
+	// manages the topic.
 	Owner      string      `json:"owner"`
 	Partitions []Partition `json:"partitions"`
 }
