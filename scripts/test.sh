@@ -43,6 +43,11 @@ if [ ! -x "$gobin/goreleaser" ]; then
 fi
 "$gobin/goreleaser" check
 
+step "fuzzing the parsers of outside input (4 s each, one fuzzing process; go test runs their seed corpora too)"
+for target in ./internal/mirrorengine:FuzzBatches ./internal/mirrorengine:FuzzStateRecord ./worker:FuzzAPIRequest ./worker:FuzzConfig; do
+  go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime 4s -parallel 1 "${target%:*}"
+done
+
 step "go test"
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
