@@ -33,6 +33,9 @@ import (
 // strict mode's own connection; the control recognises that request and lets
 // kfake write the markers. Every other EndTxn (retries, fenced epochs, empty
 // aborts, wrong coordinator) writes no marker and goes to kfake unchanged.
+// Like a real coordinator, which logs the transaction's completion only
+// after its markers are written, the id stays busy a quarter of the marker
+// delay longer.
 //
 // What differs from a real broker while a marker is held: DescribeTransactions,
 // ListTransactions and DescribeProducers still show the transaction as
@@ -216,11 +219,11 @@ func (s *strict) endTxn(kreq kmsg.Request) (kmsg.Response, error, bool) {
 
 	s.mu.Lock()
 	if p := s.pending[txid]; p != nil && p.isRelease(req) {
-		// Our deferred EndTxn: kfake writes the markers now. (A client
-		// retry of the very same EndTxn may win the race; kfake then
-		// answers it as the original, and ours later gets kfake's
-		// answer for a retry. Both succeed.)
-		delete(s.pending, txid)
+		// Our deferred EndTxn: kfake writes the markers now; the id
+		// stays busy until release completes it. (A client retry of
+		// the very same EndTxn may win the race; kfake then answers
+		// it as the original, and ours later gets kfake's answer for
+		// a retry. Both succeed.)
 		s.mu.Unlock()
 		return nil, nil, false
 	}
@@ -352,9 +355,6 @@ func (s *strict) release(txid string, p *pendingTxn, wait bool) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending[txid] == p {
-		delete(s.pending, txid) // never leave the id blocked
-	}
 	if err != nil {
 		what := "abort"
 		if p.commit {
@@ -362,6 +362,24 @@ func (s *strict) release(txid string, p *pendingTxn, wait bool) {
 		}
 		s.errs = append(s.errs, fmt.Errorf("strict mode: writing the deferred %s markers of transactional id %q (producer %d, epoch %d) failed: %w", what, txid, p.pid, p.epoch, err))
 	}
+	complete := func() {
+		if s.pending[txid] == p {
+			delete(s.pending, txid) // never leave the id blocked
+		}
+	}
+	if err != nil || !wait {
+		complete()
+		return
+	}
+	// With its markers written, a real coordinator still logs CompleteCommit or
+	// CompleteAbort before the id leaves PrepareCommit/PrepareAbort
+	// (TransactionMarkerChannelManager): a request right after the markers
+	// land gets CONCURRENT_TRANSACTIONS a little longer.
+	time.AfterFunc(s.delay/4, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		complete()
+	})
 }
 
 func (s *strict) addPartitionsToTxn(kreq kmsg.Request) (kmsg.Response, error, bool) {
