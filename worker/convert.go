@@ -107,7 +107,7 @@ func topicToAPI(d mirrorengine.TopicDescription) api.Topic {
 func resultsToAPI(rs []mirrorengine.TopicResult) api.TopicResults {
 	out := api.TopicResults{Results: make([]api.TopicResult, 0, len(rs))}
 	for _, r := range rs {
-		res := api.TopicResult{Topic: r.Topic}
+		res := api.TopicResult{Topic: r.Topic, FinalSync: r.FinalSync}
 		if r.Err != nil {
 			res.ErrorCode, res.Message = string(r.Err.Code), r.Err.Message
 		}

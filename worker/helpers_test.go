@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := kafkatest.Finish(m.Run())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

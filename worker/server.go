@@ -41,6 +41,7 @@ type engineAPI interface {
 	SetTopicOwner(ctx context.Context, topic, owner string) error
 	StartMirrorTopics(ctx context.Context, mirror string, topics []string, divergence string) ([]mirrorengine.TopicResult, error)
 	StopMirrorTopics(ctx context.Context, mirror string, topics []string) ([]mirrorengine.TopicResult, error)
+	PromoteMirrorTopics(ctx context.Context, mirror string, topics []string, timeout time.Duration) ([]mirrorengine.TopicResult, error)
 	PauseMirrorTopics(ctx context.Context, mirror string, topics []string) ([]mirrorengine.TopicResult, error)
 	ResumeMirrorTopics(ctx context.Context, mirror string, topics []string) ([]mirrorengine.TopicResult, error)
 	DescribeMirrorTopic(ctx context.Context, mirror, topic string) (mirrorengine.TopicDescription, error)
@@ -422,6 +423,13 @@ func (s *server) topicCommand(action string) v1Handler {
 		if req.Divergence != "" && action != api.ActionStart {
 			return badRequest(api.CodeInvalidRequest, "divergence is a setting of start only, not of %s", action)
 		}
+		if (req.Mode != "" || req.PromoteTimeout != "") && action != api.ActionStop {
+			return badRequest(api.CodeInvalidRequest, "mode and promote_timeout are settings of stop only, not of %s", action)
+		}
+		promoteTimeout, err := stopSettings(req)
+		if err != nil {
+			return err
+		}
 		if req.Release && action != api.ActionStop {
 			return badRequest(api.CodeInvalidRequest, "release is a setting of stop only, not of %s", action)
 		}
@@ -446,7 +454,11 @@ func (s *server) topicCommand(action string) v1Handler {
 			case api.ActionStart:
 				results, err = e.StartMirrorTopics(ctx, name, todo, req.Divergence)
 			case api.ActionStop:
-				results, err = e.StopMirrorTopics(ctx, name, todo)
+				if req.Mode == api.StopPromote {
+					results, err = e.PromoteMirrorTopics(ctx, name, todo, promoteTimeout)
+				} else {
+					results, err = e.StopMirrorTopics(ctx, name, todo)
+				}
 			case api.ActionPause:
 				results, err = e.PauseMirrorTopics(ctx, name, todo)
 			case api.ActionResume:
@@ -577,3 +589,24 @@ func (s *statusRecorder) WriteHeader(code int) {
 
 // Unwrap lets http.ResponseController reach the real writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// stopSettings checks a stop's mode and promote timeout; the timeout is 0 (the engine's
+// default) when not given.
+func stopSettings(req api.TopicsRequest) (time.Duration, error) {
+	switch req.Mode {
+	case "", api.StopFailover, api.StopPromote:
+	default:
+		return 0, badRequest(api.CodeInvalidRequest, "mode %q: want %q or %q", req.Mode, api.StopFailover, api.StopPromote)
+	}
+	if req.PromoteTimeout == "" {
+		return 0, nil
+	}
+	if req.Mode != api.StopPromote {
+		return 0, badRequest(api.CodeInvalidRequest, "promote_timeout is a setting of mode %q only", api.StopPromote)
+	}
+	d, err := api.PromoteTimeoutRange.Parse(req.PromoteTimeout)
+	if err != nil {
+		return 0, badRequest(api.CodeInvalidRequest, "promote_timeout: %v", err)
+	}
+	return d, nil
+}

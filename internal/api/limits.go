@@ -22,6 +22,10 @@ type DurationRange struct {
 // often than daily is too stale to fail over to.
 var SyncIntervalRange = DurationRange{Min: time.Second, Max: 24 * time.Hour}
 
+// PromoteTimeoutRange bounds a promote's wait for lag 0; it must end well within the
+// worker's command bound (commandTimeout).
+var PromoteTimeoutRange = DurationRange{Min: time.Second, Max: 4 * time.Minute}
+
 // Parse parses s as a Go duration within r. The error quotes s and names the range.
 func (r DurationRange) Parse(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)

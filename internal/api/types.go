@@ -165,8 +165,14 @@ const (
 type TopicsRequest struct {
 	Topics     []string `json:"topics"`
 	Divergence string   `json:"divergence,omitempty"`
-	Owner      string   `json:"owner,omitempty"`
-	Release    bool     `json:"release,omitempty"`
+	// Mode is how stop stops: StopFailover (default: at once) or StopPromote (wait for lag 0
+	// and a final group offset sync first; nothing stops when that cannot finish).
+	Mode string `json:"mode,omitempty"`
+	// PromoteTimeout bounds a promote's wait for lag 0, a Go duration from 1s to 4m
+	// (default 1m).
+	PromoteTimeout string `json:"promote_timeout,omitempty"`
+	Owner          string `json:"owner,omitempty"`
+	Release        bool   `json:"release,omitempty"`
 }
 
 // TopicResults is a topic command's answer: one result per requested topic, in request
@@ -180,7 +186,16 @@ type TopicResult struct {
 	Topic     string `json:"topic"`
 	ErrorCode string `json:"error_code,omitempty"`
 	Message   string `json:"message,omitempty"`
+	// FinalSync is a stop's consumer group offset sync after the last mirrored record:
+	// "synced", or why it did not happen.
+	FinalSync string `json:"final_sync,omitempty"`
 }
+
+// The ways to stop a mirrored topic (TopicsRequest.Mode).
+const (
+	StopFailover = "failover"
+	StopPromote  = "promote"
+)
 
 // Err returns the result's failure as an *Error (with Status 0: the request succeeded), or
 // nil.

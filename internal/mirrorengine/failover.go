@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The two ways to stop mirrored topics (the KIP's runbooks): a failover stops at once, a
@@ -16,7 +17,7 @@ import (
 
 const (
 	// DefaultPromoteTimeout bounds a promote's wait for lag 0.
-	DefaultPromoteTimeout = 5 * time.Minute
+	DefaultPromoteTimeout = time.Minute
 	// finalSyncTimeout bounds the group offset sync a failover attempts after its stop:
 	// a failover never waits for a source that may be gone.
 	finalSyncTimeout = 15 * time.Second
@@ -126,11 +127,28 @@ func (e *Engine) promoteReady(ctx context.Context, rec MirrorRecord, topic strin
 	if !rec.Sync.ConsumerGroups {
 		return nil
 	}
-	s := &syncer{e: e, mirror: rec.Name}
-	if _, err := s.syncGroupOffsets(ctx, newCluster("source", srcCl), []string{topic}, rec.Sync); err != nil {
+	if _, err := e.syncGroupsRetrying(ctx, rec, srcCl, []string{topic}); err != nil {
 		return cmdErr(CodeUnknownServerError, "promote of %q: the final group offset sync failed: %v; nothing was stopped", topic, err)
 	}
 	return nil
+}
+
+// syncGroupsRetrying syncs topics' group offsets, trying again until ctx ends: right after
+// a cluster starts, its group coordinator is not available until __consumer_offsets exists
+// (COORDINATOR_NOT_AVAILABLE on Apache Kafka), and a sync is idempotent.
+func (e *Engine) syncGroupsRetrying(ctx context.Context, rec MirrorRecord, srcCl *kgo.Client, topics []string) (skipped int, err error) {
+	s := &syncer{e: e, mirror: rec.Name}
+	for {
+		skipped, err = s.syncGroupOffsets(ctx, newCluster("source", srcCl), topics, rec.Sync)
+		if err == nil {
+			return skipped, nil
+		}
+		select {
+		case <-ctx.Done():
+			return skipped, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // lagging lists the partitions of topic whose destination end is behind the source's high
@@ -206,8 +224,7 @@ func (e *Engine) finalGroupSync(ctx context.Context, mirror string, topics []str
 	if err != nil {
 		return "not synced: " + err.Error()
 	}
-	s := &syncer{e: e, mirror: mirror}
-	skipped, err := s.syncGroupOffsets(ctx, newCluster("source", srcCl), topics, rec.Sync)
+	skipped, err := e.syncGroupsRetrying(ctx, rec, srcCl, topics)
 	switch {
 	case err != nil:
 		e.log.Warn("final group offset sync after a stop failed", "mirror", mirror, "topics", topics, "error", err)
