@@ -162,4 +162,3 @@ func droppedList(ds []droppedConfig) string {
 	}
 	return strings.Join(parts, "; ")
 }
-
