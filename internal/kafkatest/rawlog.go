@@ -41,11 +41,12 @@ type logEntry struct {
 	aborted   bool // transactional data whose transaction ended in an abort
 }
 
-// batchSpan is a stored batch's offset range and record count. A compacted
-// batch keeps its range but loses records.
+// batchSpan is a stored batch's offset range, record count and codec. A
+// compacted batch keeps its range but loses records.
 type batchSpan struct {
 	base, last int64
 	records    int32
+	codec      int16
 }
 
 func (b batchSpan) contiguous() bool { return b.last-b.base+1 == int64(b.records) }
@@ -223,7 +224,7 @@ func readPartition(ctx context.Context, cl *kgo.Client, topic string, meta topic
 				return nil, fmt.Errorf("batch at offset %d: %w", b.FirstOffset, err)
 			}
 			idx := len(l.batches)
-			l.batches = append(l.batches, batchSpan{base: b.FirstOffset, last: last, records: b.NumRecords})
+			l.batches = append(l.batches, batchSpan{base: b.FirstOffset, last: last, records: b.NumRecords, codec: b.Attributes & attrCodec})
 			for i := range recs {
 				r := &recs[i]
 				off := b.FirstOffset + int64(r.OffsetDelta)

@@ -1,0 +1,270 @@
+package kafkatest
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// Cleaner runs kfake's log compaction and makes what it leaves look like what Apache Kafka's
+// log cleaner writes. Both keep a partially cleaned batch's base offset; Apache Kafka also
+// keeps its original last offset (so the producer's last sequence survives) and its codec
+// (MemoryRecords.filterTo, buildRetainedRecordsInto with overrideLastOffset), while kfake
+// shrinks the last offset to the last record kept and stores the records uncompressed. So
+// readers of an Apache Kafka log meet batches whose records start after the base offset and
+// end before the last offset.
+//
+// kfake's stored batches cannot be changed, so the Cleaner answers every Fetch itself once it
+// cleaned something: it sends the same request (same version, same fetch session) on a client
+// of its own, restores each rebuilt batch's last offset and codec in the answer, and returns
+// that. One Cleaner per cluster.
+//
+// kfake moves the log start to the first batch it keeps, as Apache Kafka 4.x was seen to do
+// in the real-broker tier. Fetches older than v11 (no rack field to tell the Cleaner's own
+// requests by) get kfake's shape.
+type Cleaner struct {
+	c *Cluster
+
+	mu      sync.Mutex
+	kept    map[cleanedPartition]map[int64]keptBatch // by base offset
+	ids     map[string][16]byte                      // compacted topics' ids, for fetches by name
+	clients map[int16]*kgo.Client                    // the Cleaner's own fetches, by version
+}
+
+type cleanedPartition struct {
+	topic     [16]byte
+	partition int32
+}
+
+// keptBatch is what Apache Kafka keeps of a batch kfake rebuilt.
+type keptBatch struct {
+	last  int64
+	codec int16
+}
+
+// cleanerRack marks the Cleaner's own fetches, which kfake answers as it would.
+const cleanerRack = "kafkatest-cleaner"
+
+// NewCleaner returns the Cleaner of a kfake cluster.
+func NewCleaner(t TB, c *Cluster) *Cleaner {
+	t.Helper()
+	if c.fake == nil {
+		t.Fatalf("kafkatest.NewCleaner: %s is a real Kafka cluster; its own log cleaner compacts", c.id)
+		return nil
+	}
+	k := &Cleaner{c: c, kept: map[cleanedPartition]map[int64]keptBatch{}, ids: map[string][16]byte{}, clients: map[int16]*kgo.Client{}}
+	t.Cleanup(func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		for _, cl := range k.clients {
+			cl.Close()
+		}
+	})
+	c.fake.ControlKey(int16(kmsg.Fetch), k.fetch)
+	return k
+}
+
+// Clean compacts every compacted topic (kfake's Compact) and records, for each batch kfake
+// rebuilt, the last offset and codec Apache Kafka's cleaner would have kept.
+func (k *Cleaner) Clean(t TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topics, err := k.compactedTopics(ctx)
+	if err != nil {
+		t.Fatalf("kafkatest.Cleaner: %v", err)
+		return
+	}
+	before := map[cleanedPartition]map[int64]batchSpan{}
+	for topic, m := range topics {
+		for p := range m.leaders {
+			if before[cleanedPartition{m.id, p}], err = k.batches(ctx, topic, m, p); err != nil {
+				t.Fatalf("kafkatest.Cleaner: %v", err)
+				return
+			}
+		}
+	}
+	k.c.fake.Compact()
+	for topic, m := range topics {
+		for p := range m.leaders {
+			after, err := k.batches(ctx, topic, m, p)
+			if err != nil {
+				t.Fatalf("kafkatest.Cleaner: %v", err)
+				return
+			}
+			tp := cleanedPartition{m.id, p}
+			k.mu.Lock()
+			k.ids[topic] = m.id
+			for base, a := range after {
+				if b, ok := before[tp][base]; ok && a.records != b.records {
+					if k.kept[tp] == nil {
+						k.kept[tp] = map[int64]keptBatch{}
+					}
+					k.kept[tp][base] = keptBatch{last: b.last, codec: b.codec}
+				}
+			}
+			k.mu.Unlock()
+		}
+	}
+}
+
+func (k *Cleaner) compactedTopics(ctx context.Context) (map[string]topicMeta, error) {
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, k.c.internal)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]topicMeta{}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || !isCompacted(k.c.fake.TopicInfo(*t.Topic)) {
+			continue
+		}
+		if out[*t.Topic], err = describeTopic(ctx, k.c.internal, *t.Topic); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// batches reads a partition's batches by base offset, through the Cleaner like any reader.
+func (k *Cleaner) batches(ctx context.Context, topic string, m topicMeta, partition int32) (map[int64]batchSpan, error) {
+	l, err := readPartition(ctx, k.c.internal, topic, m, partition)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s/%d: %w", topic, partition, err)
+	}
+	out := make(map[int64]batchSpan, len(l.batches))
+	for _, b := range l.batches {
+		out[b.base] = b
+	}
+	return out, nil
+}
+
+// fetch answers a Fetch with kfake's answer, rebuilt batches restored.
+func (k *Cleaner) fetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
+	k.c.fake.KeepControl()
+	req := kreq.(*kmsg.FetchRequest)
+	k.mu.Lock()
+	idle := len(k.kept) == 0
+	k.mu.Unlock()
+	if idle || req.Version < 11 || req.Rack == cleanerRack {
+		return nil, nil, false
+	}
+	node := k.c.fake.CurrentNode()
+	var resp *kmsg.FetchResponse
+	var err error
+	// The control must not block kfake's loop: the request sleeps while the Cleaner's own
+	// fetch is answered.
+	k.c.fake.SleepControl(func() { resp, err = k.refetch(node, req) })
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest.Cleaner: %w", err), true // the client reconnects and asks again
+	}
+	k.restore(req.Version, resp)
+	return resp, nil, true
+}
+
+func (k *Cleaner) refetch(node int32, req *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
+	cl, err := k.client(req.Version)
+	if err != nil {
+		return nil, err
+	}
+	own := *req
+	own.Rack = cleanerRack
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+time.Duration(req.MaxWaitMillis)*time.Millisecond)
+	defer cancel()
+	kresp, err := cl.Broker(int(node)).Request(ctx, &own)
+	if err != nil {
+		return nil, err
+	}
+	return kresp.(*kmsg.FetchResponse), nil
+}
+
+// client returns the Cleaner's client for Fetch version v: the answer must have the
+// request's shape, and kgo sends the highest version it may.
+func (k *Cleaner) client(v int16) (*kgo.Client, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if cl := k.clients[v]; cl != nil {
+		return cl, nil
+	}
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(int16(kmsg.Fetch), v)
+	cl, err := kgo.NewClient(append(k.c.ClientOpts(), kgo.MaxVersions(versions))...)
+	if err != nil {
+		return nil, err
+	}
+	k.clients[v] = cl
+	return cl, nil
+}
+
+// restore gives every batch kfake rebuilt the last offset and codec Apache Kafka keeps.
+func (k *Cleaner) restore(version int16, resp *kmsg.FetchResponse) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		id := rt.TopicID
+		if version < 13 {
+			id = k.ids[rt.Topic]
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			if kept := k.kept[cleanedPartition{id, rp.Partition}]; kept != nil {
+				rp.RecordBatches = restoreBatches(rp.RecordBatches, kept)
+			}
+		}
+	}
+}
+
+func restoreBatches(raw []byte, kept map[int64]keptBatch) []byte {
+	var out []byte
+	for _, b := range splitBatches(raw) {
+		raw = raw[len(b):]
+		if kb, ok := kept[int64(binary.BigEndian.Uint64(b))]; ok {
+			b = restoreBatch(b, kb)
+		}
+		out = append(out, b...)
+	}
+	return append(out, raw...) // a partial batch at the end stays as it was
+}
+
+// restoreBatch rewrites a batch kfake rebuilt with Apache Kafka's last offset and codec.
+func restoreBatch(raw []byte, kb keptBatch) []byte {
+	var b kmsg.RecordBatch
+	if b.ReadFrom(raw) != nil {
+		return raw
+	}
+	codec := b.Attributes & attrCodec
+	if b.FirstOffset+int64(b.LastOffsetDelta) == kb.last && codec == kb.codec {
+		return raw
+	}
+	records := b.Records
+	if codec != 0 {
+		var err error
+		if records, err = decompressor.Decompress(records, kgo.CompressionCodecType(codec)); err != nil {
+			return raw
+		}
+	}
+	codec = 0
+	codecs := [...]kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()}
+	if kb.codec > 0 && int(kb.codec) < len(codecs) {
+		if comp, err := kgo.DefaultCompressor(codecs[kb.codec]); err == nil {
+			if compressed, used := comp.Compress(new(bytes.Buffer), records); used != kgo.CodecNone {
+				records, codec = append([]byte(nil), compressed...), kb.codec
+			}
+		}
+	}
+	b.Attributes = b.Attributes&^attrCodec | codec
+	b.LastOffsetDelta = int32(kb.last - b.FirstOffset)
+	b.Records = records
+	enc := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(enc[8:], uint32(len(enc)-12))
+	binary.BigEndian.PutUint32(enc[17:], crc32.Checksum(enc[21:], crc32c))
+	return enc
+}

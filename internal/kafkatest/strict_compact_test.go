@@ -1,0 +1,139 @@
+package kafkatest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var compactConfig = map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}
+
+// gzipBatch produces one gzip batch of records with the given keys (value: key and round).
+// Timestamps are recent: kfake applies retention when it compacts.
+func gzipBatch(t *testing.T, cl *kgo.Client, topic, round string, keys ...string) {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	recs := make([]rec, len(keys))
+	for i, k := range keys {
+		recs[i] = kv(k, k+"@"+round, now+int64(i))
+	}
+	if rp := produceRaw(t, cl, topic, 0, buildBatch(recs, batchSpec{gzip: true})); rp.ErrorCode != 0 {
+		t.Fatalf("produce to %s: %v", topic, kerr.ErrorForCode(rp.ErrorCode))
+	}
+}
+
+// consumed reads a partition with a kgo consumer (fetch sessions and all) and returns
+// "offset:key" for every record.
+func consumed(t *testing.T, c *Cluster, topic string, want int) []string {
+	t.Helper()
+	cl := c.Client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	ctx := testCtx(t)
+	var got []string
+	for len(got) < want {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("consuming %s: %v (so far %v)", topic, err, got)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, fmt.Sprintf("%d:%s", r.Offset, r.Key)) })
+	}
+	return got
+}
+
+// Apache Kafka's cleaner keeps a partially cleaned batch's base offset, original last offset
+// and codec: leading, inner and trailing holes inside one batch. kfake's compaction shrinks
+// the last offset and decompresses; the Cleaner restores both for every reader.
+func TestStrictCleanerKeepsBaseLastOffsetAndCodec(t *testing.T) {
+	c := New(t)
+	c.CreateTopic(t, "c", 1, compactConfig)
+	cl := c.Client(t)
+	gzipBatch(t, cl, "c", "1", "a", "b", "c", "d", "e") // 0-4
+	gzipBatch(t, cl, "c", "2", "a", "b", "f", "g", "h") // 5-9
+	gzipBatch(t, cl, "c", "3", "d", "e", "x", "y", "z") // 10-14
+	gzipBatch(t, cl, "c", "4", "f", "g", "q")           // 15-17
+	gzipBatch(t, cl, "c", "5", "w")                     // 18: the active batch, never cleaned
+
+	k := NewCleaner(t, c)
+	k.Clean(t)
+	l := readLog(t, cl, "c", 0)
+	want := []batchSpan{{0, 4, 1, 1}, {5, 9, 3, 1}, {10, 14, 5, 1}, {15, 17, 3, 1}, {18, 18, 1, 1}}
+	if got := l.batches; !slices.Equal(got, want) {
+		t.Fatalf("batches %+v, want %+v (base, last, records, codec)", got, want)
+	}
+	if got := layout(l); got != "..d..dd..dddddddddd" {
+		t.Fatalf("log %q", got)
+	}
+	wantRecords := []string{"2:c", "5:a", "6:b", "9:h", "10:d", "11:e", "12:x", "13:y", "14:z", "15:f", "16:g", "17:q", "18:w"}
+	if got := consumed(t, c, "c", len(wantRecords)); !slices.Equal(got, wantRecords) {
+		t.Fatalf("consumer read %v, want %v", got, wantRecords)
+	}
+
+	// A second round: the first batch loses its last record and goes; kfake moves the log
+	// start to the next batch, which keeps its restored shape.
+	gzipBatch(t, cl, "c", "6", "c", "h", "r") // 19-21
+	gzipBatch(t, cl, "c", "7", "s")           // 22
+	k.Clean(t)
+	l = readLog(t, cl, "c", 0)
+	want = []batchSpan{{5, 9, 2, 1}, {10, 14, 5, 1}, {15, 17, 3, 1}, {18, 18, 1, 1}, {19, 21, 3, 1}, {22, 22, 1, 1}}
+	if got := l.batches; l.logStart != 5 || !slices.Equal(got, want) {
+		t.Fatalf("log start %d, batches %+v; want 5 and %+v", l.logStart, got, want)
+	}
+	if got := layout(l); got != "dd...ddddddddddddd" {
+		t.Fatalf("log %q", got)
+	}
+}
+
+// Without the Cleaner, kfake's own shape: the last offset shrinks to the last record kept
+// and the batch is stored uncompressed.
+func TestKfakeCompactionShrinksLastOffset(t *testing.T) {
+	c := New(t)
+	c.CreateTopic(t, "c", 1, compactConfig)
+	cl := c.Client(t)
+	gzipBatch(t, cl, "c", "1", "a", "b", "c", "d", "e")
+	gzipBatch(t, cl, "c", "2", "a", "b", "d", "e")
+	gzipBatch(t, cl, "c", "3", "q")
+	c.Fake().Compact()
+	got := readLog(t, cl, "c", 0).batches
+	if want := []batchSpan{{0, 2, 1, 0}, {5, 8, 4, 1}, {9, 9, 1, 1}}; !slices.Equal(got, want) {
+		t.Fatalf("batches %+v, want %+v", got, want)
+	}
+}
+
+// Every codec keeps its codec through the Cleaner.
+func TestStrictCleanerEveryCodec(t *testing.T) {
+	for _, codec := range []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()} {
+		c := New(t)
+		c.CreateTopic(t, "c", 1, compactConfig)
+		prod := c.Client(t, kgo.DefaultProduceTopic("c"), kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(10*time.Millisecond), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		// One batch per round: 0-19 keeps k6 at 13 and k3-k5 at 17-19, 20-24 keeps k2-k0 at
+		// 22-24, and 25 is the active batch.
+		for round, keys := range [][]int{{0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4, 5}, {0, 1, 2, 0, 1}, {9}} {
+			var recs []*kgo.Record
+			for _, k := range keys {
+				recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint("k", k)), Value: []byte(fmt.Sprint(round))})
+			}
+			if err := prod.ProduceSync(testCtx(t), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cl := c.Client(t)
+		before := readLog(t, cl, "c", 0).batches
+		NewCleaner(t, c).Clean(t)
+		after := readLog(t, cl, "c", 0)
+		if got := layout(after); got != ".............d...ddd..dddd" {
+			t.Fatalf("codec %v: log %q", codec, got)
+		}
+		for i, b := range after.batches {
+			if b.base != before[i].base || b.last != before[i].last || b.codec != before[i].codec {
+				t.Fatalf("codec %v: batch %+v was %+v: base, last offset or codec changed", codec, b, before[i])
+			}
+		}
+		if got := consumed(t, c, "c", len(after.entries)); len(got) != 8 || got[0] != "13:k6" || got[7] != "25:k9" {
+			t.Fatalf("codec %v: consumer read %v", codec, got)
+		}
+	}
+}
