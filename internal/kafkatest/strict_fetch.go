@@ -1,0 +1,125 @@
+package kafkatest
+
+import (
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch answers real brokers give that kfake never does, injected on demand into
+// sessionless fetches of one partition (the mirror's; consumers use fetch sessions):
+//
+//   - EmptyFetches: error NONE, the real high watermark and no records, although the fetch
+//     offset is below the high watermark. A tiered-storage read that did not finish within
+//     remote.fetch.max.wait.ms answers so (DelayedRemoteFetch: on expiry the partition gets
+//     its local read result, which holds no records).
+//   - ThrottleFetches: a broker over a client's quota answers at once with no partitions at
+//     all, error NONE and the throttle time (KafkaApis.handleFetchRequest,
+//     FetchContext.getThrottledResponse), and expects the client to wait that long.
+
+// FetchFaults counts the fetches answered by EmptyFetches or ThrottleFetches.
+type FetchFaults struct {
+	mu   sync.Mutex
+	left int
+	done chan struct{} // closed when every fault was served
+}
+
+// EmptyFetches answers the next n sessionless fetches of topic's partition below its high
+// watermark with no records.
+func (c *Cluster) EmptyFetches(t TB, topic string, partition int32, n int) *FetchFaults {
+	t.Helper()
+	return c.fetchFaults(t, topic, partition, n, func(req *kmsg.FetchRequest, info *partitionState) *kmsg.FetchResponse {
+		if req.Topics[0].Partitions[0].FetchOffset >= info.hw || req.Topics[0].Partitions[0].FetchOffset < info.logStart {
+			return nil // kfake answers: nothing to read, or out of range
+		}
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = req.Topics[0].Topic, req.Topics[0].TopicID
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition = partition
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = info.hw, info.lso, info.logStart
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp
+	})
+}
+
+// ThrottleFetches answers the next n sessionless fetches of topic's partition with no
+// partitions and the throttle time.
+func (c *Cluster) ThrottleFetches(t TB, topic string, partition int32, n int, throttle time.Duration) *FetchFaults {
+	t.Helper()
+	return c.fetchFaults(t, topic, partition, n, func(req *kmsg.FetchRequest, _ *partitionState) *kmsg.FetchResponse {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ThrottleMillis = int32(throttle.Milliseconds())
+		return resp
+	})
+}
+
+type partitionState struct{ logStart, hw, lso int64 }
+
+// fetchFaults answers matching fetches with answer's response (nil: let kfake answer).
+func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer func(*kmsg.FetchRequest, *partitionState) *kmsg.FetchResponse) *FetchFaults {
+	t.Helper()
+	if c.fake == nil {
+		t.Fatalf("kafkatest: fetch faults need a kfake cluster, %s is real Kafka", c.id)
+		return nil
+	}
+	info := c.fake.TopicInfo(topic)
+	if info == nil {
+		t.Fatalf("kafkatest: fetch faults: no topic %q on %s", topic, c.id)
+		return nil
+	}
+	f := &FetchFaults{left: n, done: make(chan struct{})}
+	c.fake.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.fake.KeepControl()
+		select {
+		case <-f.done:
+			c.fake.DropControl()
+			return nil, nil, false
+		default:
+		}
+		req := kreq.(*kmsg.FetchRequest)
+		if req.SessionEpoch != -1 || len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 ||
+			req.Topics[0].Partitions[0].Partition != partition ||
+			(req.Version >= 13 && req.Topics[0].TopicID != info.TopicID) || (req.Version < 13 && req.Topics[0].Topic != topic) ||
+			c.fake.LeaderFor(topic, partition) != c.fake.CurrentNode() {
+			return nil, nil, false
+		}
+		p := c.fake.PartitionInfo(topic, partition)
+		if p == nil {
+			return nil, nil, false
+		}
+		resp := answer(req, &partitionState{logStart: p.LogStartOffset, hw: p.HighWatermark, lso: p.LastStableOffset})
+		if resp == nil || !f.take() {
+			return nil, nil, false
+		}
+		return resp, nil, true
+	})
+	return f
+}
+
+// take counts one fault served; false once all were.
+func (f *FetchFaults) take() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.left == 0 {
+		return false
+	}
+	if f.left--; f.left == 0 {
+		close(f.done)
+	}
+	return true
+}
+
+// Wait waits until every fault was served.
+func (f *FetchFaults) Wait(t TB, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-f.done:
+	case <-time.After(timeout):
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		t.Fatalf("kafkatest: %d fetch faults not served after %v", f.left, timeout)
+	}
+}
