@@ -80,6 +80,14 @@ func (e *Engine) checkDestination(ctx context.Context, k partitionKey, src clust
 	if err != nil {
 		return nil, err
 	}
+	if dstEnd > dstStart {
+		if open, err := e.foreignOpenTransaction(ctx, k.topic, k.partition, dstEnd); err != nil || open != nil {
+			if err == nil {
+				err = open
+			}
+			return nil, err
+		}
+	}
 	srcStart, srcEnd, err := src.offsets(ctx, k.topic, k.partition)
 	if err != nil {
 		return nil, err
