@@ -66,8 +66,9 @@ func TestWorkerRestartFailedPartitionKeepsTopic(t *testing.T) {
 	var denied atomic.Bool
 	denyFetches(t, src, "orders", 1, &denied)
 
-	// No automatic retries: the failure waits for the operator at once.
-	w := startWorker(t, workerEnv(dst, "KAFKAMIRROR_RETRY_MAX_ATTEMPTS=0"))
+	// Few automatic retries: the denied partition soon waits for the operator (a first
+	// start can still meet a transient UNKNOWN_TOPIC_OR_PARTITION of the new topic).
+	w := startWorker(t, workerEnv(dst, "KAFKAMIRROR_RETRY_MAX_ATTEMPTS=3"))
 	c, ctx := w.Client, ctxT(t)
 	if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: "r", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
 		t.Fatal(err)
