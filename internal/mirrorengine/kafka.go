@@ -6,9 +6,11 @@ package mirrorengine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -93,13 +95,24 @@ func (c cluster) fetch(ctx context.Context, leader int32, topic string, id [16]b
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 
-	kresp, err := c.cl.Broker(int(leader)).Request(ctx, req)
-	if err != nil {
-		return fetched{}, err
-	}
-	resp := kresp.(*kmsg.FetchResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return fetched{}, authErr(c.name, "fetch from "+topic, err)
+	var resp *kmsg.FetchResponse
+	for {
+		kresp, err := c.cl.Broker(int(leader)).Request(ctx, req)
+		if err != nil {
+			return fetched{}, err
+		}
+		resp = kresp.(*kmsg.FetchResponse)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return fetched{}, authErr(c.name, "fetch from "+topic, err)
+		}
+		if len(resp.Topics) > 0 || resp.ThrottleMillis <= 0 {
+			break
+		}
+		// Over its quota, a broker answers at once with no partitions at all and the time to
+		// wait (KafkaApis, FetchSession.getThrottledResponse): not an answer, ask again.
+		if err := storeSleep(ctx, time.Duration(resp.ThrottleMillis)*time.Millisecond); err != nil {
+			return fetched{}, err
+		}
 	}
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		return fetched{}, fmt.Errorf("%s fetch of %s[%d]: unexpected response shape", c.name, topic, partition)
@@ -116,8 +129,11 @@ func (c cluster) fetch(ctx context.Context, leader int32, topic string, id [16]b
 }
 
 // produce sends one batch (real Kafka accepts one batch per partition per request) with
-// acks=all to the partition leader and returns the base offset the broker assigned.
-func (c cluster) produce(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, batch []byte, txnID *string) (int64, error) {
+// acks=all to the partition leader and returns the base offset the broker assigned. onWire,
+// if set, is called when kgo serializes the request for the connection: kgo writes a
+// broker's requests one at a time, in the order they were issued, so a request issued after
+// that moment reaches the broker after this one.
+func (c cluster) produce(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, batch []byte, txnID *string, onWire func()) (int64, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 30000
@@ -130,7 +146,11 @@ func (c cluster) produce(ctx context.Context, leader int32, topic string, id [16
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 
-	kresp, err := c.cl.Broker(int(leader)).Request(ctx, req)
+	var kreq kmsg.Request = req
+	if onWire != nil {
+		kreq = wireOrdered{req, onWire}
+	}
+	kresp, err := c.cl.Broker(int(leader)).Request(ctx, kreq)
 	if err != nil {
 		return 0, err
 	}
@@ -146,6 +166,20 @@ func (c cluster) produce(ctx context.Context, leader int32, topic string, id [16
 		return 0, authErr(c.name, "write to "+topic, err)
 	}
 	return p.BaseOffset, nil
+}
+
+// wireOrdered is a produce request that reports when kgo serializes it. kgo queues a broker's
+// requests in the order Request is called and one goroutine drains the queue, serializing and
+// writing each request before the next; the broker handles one connection's requests in order.
+// (kgo applies its own acks only to a *kmsg.ProduceRequest; this request keeps acks=all.)
+type wireOrdered struct {
+	*kmsg.ProduceRequest
+	onWire func()
+}
+
+func (r wireOrdered) AppendTo(dst []byte) []byte {
+	r.onWire()
+	return r.ProduceRequest.AppendTo(dst)
 }
 
 // offsets returns a partition's log start and high watermark (read_uncommitted end).
@@ -213,10 +247,13 @@ func (c cluster) initProducerID(ctx context.Context, txnID *string, timeoutMilli
 	req.TransactionTimeoutMillis = timeoutMillis
 	req.ProducerID = -1
 	req.ProducerEpoch = -1
-	resp, err := req.RequestWith(ctx, c.cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.ErrorCode)
-	}
+	var resp *kmsg.InitProducerIDResponse
+	err := retryConcurrentTxn(ctx, func() (err error) {
+		if resp, err = req.RequestWith(ctx, c.cl); err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		return err
+	})
 	if err != nil {
 		return producerIdentity{}, authErr(c.name, "initialize a producer id", err)
 	}
@@ -232,19 +269,21 @@ func (c cluster) addPartitionToTxn(ctx context.Context, txnID string, p producer
 	rt.Topic = topic
 	rt.Partitions = []int32{partition}
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.cl)
-	if err == nil {
+	err := retryConcurrentTxn(ctx, func() error {
+		resp, err := req.RequestWith(ctx, c.cl)
+		if err != nil {
+			return err
+		}
 		err = kerr.ErrorForCode(resp.ErrorCode)
-	}
-	if err == nil {
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
-				if err = kerr.ErrorForCode(p.ErrorCode); err != nil {
-					break
+				if err == nil {
+					err = kerr.ErrorForCode(p.ErrorCode)
 				}
 			}
 		}
-	}
+		return err
+	})
 	if err != nil {
 		return authErr(c.name, "add "+topic+" to transaction "+txnID, err)
 	}
@@ -258,10 +297,13 @@ func (c cluster) endTxn(ctx context.Context, txnID string, p producerIdentity, c
 	req.ProducerID = p.id
 	req.ProducerEpoch = p.epoch
 	req.Commit = commit
-	resp, err := req.RequestWith(ctx, c.cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.ErrorCode)
-	}
+	var resp *kmsg.EndTxnResponse
+	err := retryConcurrentTxn(ctx, func() (err error) {
+		if resp, err = req.RequestWith(ctx, c.cl); err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		return err
+	})
 	if err != nil {
 		return p, authErr(c.name, "end transaction "+txnID, err)
 	}
@@ -270,6 +312,28 @@ func (c cluster) endTxn(ctx context.Context, txnID string, p producerIdentity, c
 	}
 	return p, nil
 }
+
+// retryConcurrentTxn retries a transaction request in place while the coordinator answers
+// CONCURRENT_TRANSACTIONS: a real one answers EndTxn before the markers are written and keeps
+// the id in PrepareCommit/PrepareAbort until they are (TransactionCoordinator.scala), so the
+// next request right after a marker often gets it. Java's producer backs off 20 ms. Past
+// concurrentTxnPatience the error goes to the session, which starts over.
+func retryConcurrentTxn(ctx context.Context, fn func() error) error {
+	wait := 5 * time.Millisecond
+	deadline := time.Now().Add(concurrentTxnPatience)
+	for {
+		err := fn()
+		if !errors.Is(err, kerr.ConcurrentTransactions) || time.Now().After(deadline) {
+			return err
+		}
+		if err := storeSleep(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
+const concurrentTxnPatience = 30 * time.Second
 
 // bumpsEpochPerTxn reports whether the cluster's EndTxn bumps the producer epoch (v5+,
 // KIP-890), which restarts sequences at 0 for every transaction.

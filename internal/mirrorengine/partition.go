@@ -112,9 +112,9 @@ func (m *PartitionMirror) setProgress(fn func(*Progress)) {
 // it returns. Transient failures (leader moves, dropped connections, coordinator loads)
 // restart the session from the destination's state after a jittered back-off.
 func (m *PartitionMirror) Run(ctx context.Context) error {
-	backoff := 20 * time.Millisecond
+	backoff := initialBackoff
 	for {
-		err := m.session(ctx)
+		progressed, err := m.session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -125,14 +125,28 @@ func (m *PartitionMirror) Run(ctx context.Context) error {
 		if errors.Is(err, kerr.OutOfOrderSequenceNumber) {
 			continue // a reordered pipeline, not a broker in trouble: restart at once
 		}
-		m.log.Warn("partition mirror session failed; retrying", "error", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
+		var wait time.Duration
+		wait, backoff = retryBackoff(backoff, progressed)
+		m.log.Warn("partition mirror session failed; retrying", "error", err, "backoff", wait)
+		if storeSleep(ctx, wait/2+rand.N(wait/2+1)) != nil {
 			return nil
-		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
 		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+const (
+	initialBackoff = 20 * time.Millisecond
+	maxBackoff     = 2 * time.Second
+)
+
+// retryBackoff returns the back-off before the next session and the one after that. A
+// session that mirrored something failed on a new incident, not on the next attempt of a
+// failing series: its back-off starts over.
+func retryBackoff(backoff time.Duration, progressed bool) (now, next time.Duration) {
+	if progressed {
+		backoff = initialBackoff
+	}
+	return backoff, min(2*backoff, maxBackoff)
 }
 
 // session is one run from the destination's state until an error.
@@ -167,11 +181,12 @@ type inflight struct {
 	txnID    *string
 	expected int64 // the base offset the destination must assign
 	end      int64 // offset after the batch
-	started  chan struct{}
+	onWire   chan struct{}
 	done     chan error
 }
 
-func (m *PartitionMirror) session(ctx context.Context) (err error) {
+// session mirrors until an error; progressed tells whether the destination end advanced.
+func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err error) {
 	s := &session{m: m, cfg: &m.cfg, txns: map[int64]*replayTxn{}}
 	defer func() {
 		// Never leave produces running into the next session: it reads the destination end.
@@ -180,15 +195,16 @@ func (m *PartitionMirror) session(ctx context.Context) (err error) {
 		}
 	}()
 	if err := s.prepare(ctx); err != nil {
-		return err
+		return false, err
 	}
+	start := s.next
 	m.cfg.FirstStart = false
-	for ctx.Err() == nil {
-		if err := s.step(ctx); err != nil {
-			return err
+	for err == nil {
+		if err = ctx.Err(); err == nil {
+			err = s.step(ctx)
 		}
 	}
-	return ctx.Err()
+	return m.Progress().DestinationEnd > start, err
 }
 
 func (s *session) prepare(ctx context.Context) error {
@@ -342,7 +358,7 @@ func (s *session) recoverTxns(ctx context.Context) error {
 	return nil
 }
 
-// step copies what one fetch returns.
+// step copies what one fetch returns: the planner decides, the session writes.
 func (s *session) step(ctx context.Context) error {
 	m, cfg := s.m, s.cfg
 	offset := max(s.next, s.alignTo)
@@ -360,23 +376,13 @@ func (s *session) step(ctx context.Context) error {
 	m.setProgress(func(p *Progress) {
 		p.SourceHighWatermark, p.SourceLogStart = f.highWatermark, f.logStartOffset
 	})
-	for _, b := range f.batches {
-		if b.lastOffset() < s.next {
-			continue
-		}
-		if b.baseOffset() < s.next {
-			return fmt.Errorf("%w: source batch %d-%d starts below the destination end %d", errInvariant, b.baseOffset(), b.lastOffset(), s.next)
-		}
-		if err := s.fill(ctx, b.baseOffset()); err != nil {
-			return err
-		}
-		if err := s.apply(ctx, b); err != nil {
-			return err
-		}
+	open := map[int64]bool{}
+	for pid, t := range s.txns {
+		open[pid] = t.open
 	}
-	// The tail of the source log was compacted away: no batch covers [next, high watermark).
-	if len(f.batches) == 0 && f.highWatermark > s.next && s.alignTo <= s.next {
-		if err := s.fill(ctx, f.highWatermark); err != nil {
+	p := planFetch(planInput{next: s.next, alignTo: s.alignTo, open: open, fetched: f})
+	for _, w := range p.writes {
+		if err := s.execute(ctx, w); err != nil {
 			return err
 		}
 	}
@@ -384,7 +390,60 @@ func (s *session) step(ctx context.Context) error {
 	if err := s.flush(); err != nil {
 		return err
 	}
-	return s.moveLogStart(ctx, f.logStartOffset)
+	if p.err != nil {
+		return p.err
+	}
+	if err := s.moveLogStart(ctx, f.logStartOffset); err != nil || p.retry == 0 {
+		return err
+	}
+	return storeSleep(ctx, p.retry)
+}
+
+// execute performs one write of a plan.
+func (s *session) execute(ctx context.Context, w write) error {
+	if w.at != s.next {
+		return fmt.Errorf("%w: a %s write planned at offset %d, but the destination end is %d", errInvariant, w.kind, w.at, s.next)
+	}
+	switch w.kind {
+	case writeFiller:
+		return s.sendFiller(ctx, w.n)
+	case writeGap:
+		for range w.n {
+			if err := s.loneMarker(ctx, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	case writeEndTxn:
+		return s.endTxn(ctx, s.txns[w.pid], w.commit)
+	case writeLoneMarker:
+		return s.loneMarker(ctx, w.commit)
+	}
+	if !w.txn {
+		batch, err := w.encode(s.idem)
+		if err != nil {
+			return err
+		}
+		return s.sendIdempotent(ctx, batch, int32(w.n))
+	}
+	t, err := s.txn(ctx, w.pid)
+	if err != nil {
+		return err
+	}
+	if err := s.flush(); err != nil {
+		return err
+	}
+	if !t.open {
+		if err := s.m.dst.addPartitionToTxn(ctx, t.id, t.producer, s.cfg.Topic, s.cfg.Partition); err != nil {
+			return err
+		}
+		t.open = true
+	}
+	batch, err := w.encode(t.producer)
+	if err != nil {
+		return err
+	}
+	return s.sendTxn(ctx, t, batch, int32(w.n))
 }
 
 // outOfRange handles a fetch below the source log start (retention or DeleteRecords moved
@@ -425,25 +484,6 @@ func (s *session) moveLogStart(ctx context.Context, srcLogStart int64) error {
 	return nil
 }
 
-// fill brings the destination end to offset `to` where the source has no batch: below a
-// pending log start with filler records (deleted right after), elsewhere with lone abort
-// markers, which consumers of either isolation level never see.
-func (s *session) fill(ctx context.Context, to int64) error {
-	for s.next < to {
-		if s.next < s.alignTo {
-			n := min(to, s.alignTo) - s.next
-			if err := s.sendFiller(ctx, n); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := s.loneMarker(ctx, false); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 const fillerBatchRecords = 1_000_000
 
 func (s *session) sendFiller(ctx context.Context, n int64) error {
@@ -466,87 +506,6 @@ func (s *session) sendFiller(ctx context.Context, n int64) error {
 			return err
 		}
 		n -= int64(size)
-	}
-	return nil
-}
-
-// apply copies one source batch that starts exactly at the destination end.
-func (s *session) apply(ctx context.Context, b rawBatch) error {
-	kind, err := b.kind()
-	if err != nil {
-		return err
-	}
-	switch kind {
-	case kindData:
-		if b.contiguous() {
-			return s.sendIdempotent(ctx, forwardBatch(b, s.idem, false), b.recordCount())
-		}
-		return s.sendRuns(ctx, b, nil)
-	case kindTxnData:
-		t, err := s.txn(ctx, b.producerID())
-		if err != nil {
-			return err
-		}
-		if err := s.flush(); err != nil {
-			return err
-		}
-		if !t.open {
-			if err := s.m.dst.addPartitionToTxn(ctx, t.id, t.producer, s.cfg.Topic, s.cfg.Partition); err != nil {
-				return err
-			}
-			t.open = true
-		}
-		if b.contiguous() {
-			return s.sendTxn(ctx, t, forwardBatch(b, t.producer, true), b.recordCount())
-		}
-		return s.sendRuns(ctx, b, t)
-	case kindEmpty:
-		// Kept by the cleaner without records: its offsets are a gap, like a compaction hole.
-		return s.fill(ctx, b.lastOffset()+1)
-	default:
-		commit := kind == kindCommit
-		if err := s.flush(); err != nil {
-			return err
-		}
-		if t := s.txns[b.producerID()]; t != nil && t.open {
-			return s.endTxn(ctx, t, commit)
-		}
-		// No replayed transaction to end (it began below the log start, or the source
-		// holds a lone marker itself): write a lone marker of the same kind.
-		return s.loneMarker(ctx, commit)
-	}
-}
-
-// sendRuns re-encodes a compacted batch run by run, filling the holes between runs.
-func (s *session) sendRuns(ctx context.Context, b rawBatch, t *replayTxn) error {
-	runs, err := b.runs()
-	if err != nil {
-		return err
-	}
-	for _, r := range runs {
-		if r.base < s.next {
-			continue // below the log start the destination was aligned to
-		}
-		if err := s.fill(ctx, r.base); err != nil {
-			return err
-		}
-		if t == nil {
-			batch, err := reencodeRun(b, r, s.idem, false)
-			if err == nil {
-				err = s.sendIdempotent(ctx, batch, int32(len(r.records)))
-			}
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		batch, err := reencodeRun(b, r, t.producer, true)
-		if err == nil {
-			err = s.sendTxn(ctx, t, batch, int32(len(r.records)))
-		}
-		if err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -583,19 +542,22 @@ func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *
 			return err
 		}
 	}
-	p := &inflight{batch: batch, txnID: txnID, expected: s.next, end: s.next + int64(records), started: make(chan struct{}), done: make(chan error, 1)}
+	p := &inflight{batch: batch, txnID: txnID, expected: s.next, end: s.next + int64(records), onWire: make(chan struct{}), done: make(chan error, 1)}
 	var prev chan struct{}
 	if n := len(s.pending); n > 0 {
-		prev = s.pending[n-1].started
+		prev = s.pending[n-1].onWire
 	}
 	go func() {
-		// Hand the requests to kgo in sequence order: a request overtaking its predecessor
-		// is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and ends the session.
+		// Requests must reach the connection in sequence order: one overtaking its
+		// predecessor is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and ends the session. So a
+		// request is issued only once its predecessor is on the wire (or failed).
 		if prev != nil {
 			<-prev
 		}
-		close(p.started)
-		p.done <- s.produce(ctx, p)
+		var once sync.Once
+		onWire := func() { once.Do(func() { close(p.onWire) }) }
+		defer onWire()
+		p.done <- s.produce(ctx, p, onWire)
 	}()
 	s.pending = append(s.pending, p)
 	s.next = p.end
@@ -603,9 +565,9 @@ func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *
 }
 
 // produce sends one in-flight batch and checks the offset the destination assigned.
-func (s *session) produce(ctx context.Context, p *inflight) error {
+func (s *session) produce(ctx context.Context, p *inflight, onWire func()) error {
 	began := time.Now()
-	base, err := s.m.dst.produce(ctx, s.dst.leader, s.cfg.Topic, s.dst.id, s.cfg.Partition, p.batch, p.txnID)
+	base, err := s.m.dst.produce(ctx, s.dst.leader, s.cfg.Topic, s.dst.id, s.cfg.Partition, p.batch, p.txnID, onWire)
 	s.cfg.Observer.ProduceLatency(time.Since(began))
 	if err == nil && base != p.expected {
 		err = &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: p.expected, Actual: base}
@@ -660,8 +622,11 @@ func (s *session) initTxn(ctx context.Context, id string) (*replayTxn, error) {
 }
 
 // endTxn commits or aborts a replayed transaction; its marker must land at the destination
-// end, exactly where the source has it.
+// end, exactly where the source has it, so every produce in flight lands first.
 func (s *session) endTxn(ctx context.Context, t *replayTxn, commit bool) error {
+	if err := s.flush(); err != nil {
+		return err
+	}
 	at := s.next
 	p, err := s.m.dst.endTxn(ctx, t.id, t.producer, commit)
 	if err != nil {
@@ -713,10 +678,8 @@ func (s *session) awaitMarker(ctx context.Context, at int64) error {
 		case end > at+1:
 			return &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: at, Actual: end - 1}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
+		if err := storeSleep(ctx, wait); err != nil {
+			return err
 		}
 		wait = min(2*wait, 100*time.Millisecond)
 	}

@@ -3,11 +3,13 @@ package mirrorengine
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,7 +257,7 @@ func advanceSource(t *testing.T, c *kafkatest.Cluster, topic string, n int64) {
 			}
 			batches[size] = b
 		}
-		if _, err := cl.produce(ctx, meta.leader, topic, meta.id, 0, batches[size], nil); err != nil {
+		if _, err := cl.produce(ctx, meta.leader, topic, meta.id, 0, batches[size], nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		written += size
@@ -543,4 +545,365 @@ func clientAs(t *testing.T, c *kafkatest.Cluster, user, password string) *kgo.Cl
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// countRequests counts the requests of one kind a cluster receives (that match, if match is
+// set) without answering them.
+func countRequests(c *kafkatest.Cluster, key kmsg.Key, match func(kmsg.Request) bool) *atomic.Int64 {
+	var n atomic.Int64
+	c.Fake().ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake().KeepControl()
+		if match == nil || match(req) {
+			n.Add(1)
+		}
+		return nil, nil, false
+	})
+	return &n
+}
+
+// sessionStarts counts mirror sessions on a destination: each starts with an idempotent
+// InitProducerID.
+func sessionStarts(dst *kafkatest.Cluster) *atomic.Int64 {
+	return countRequests(dst, kmsg.InitProducerID, func(req kmsg.Request) bool {
+		return req.(*kmsg.InitProducerIDRequest).TransactionalID == nil
+	})
+}
+
+// slowProduces holds every produce d before the destination handles it, as a loaded broker
+// does: a marker written while produces are in flight would take their offsets.
+func slowProduces(dst *kafkatest.Cluster, d time.Duration) {
+	dst.Fake().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		dst.Fake().KeepControl()
+		dst.Fake().SleepControl(func() { time.Sleep(d) })
+		return nil, nil, false
+	})
+}
+
+// produceRounds produces one batch per round to partition p, each record keyed by its key.
+func produceRounds(t *testing.T, prod *kgo.Client, topic string, p int32, rounds ...[]string) {
+	t.Helper()
+	for i, keys := range rounds {
+		recs := make([]*kgo.Record, len(keys))
+		for j, k := range keys {
+			recs[j] = &kgo.Record{Topic: topic, Partition: p, Key: []byte(k), Value: []byte(fmt.Sprintf("%s@%d", k, i)),
+				Headers: []kgo.RecordHeader{{Key: "round", Value: []byte(strconv.Itoa(i))}}}
+		}
+		produceSync(t, prod, recs...)
+	}
+}
+
+func keyRange(prefix string, from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprint(prefix, i))
+	}
+	return out
+}
+
+// compactedSource fills a compacted, compressed topic of two partitions and compacts it with
+// compact (kfake's own compaction, or kafkatest's Cleaner for Apache Kafka's batch shape).
+// Partition 0 loses its whole first batch (its log start moves to the second batch, offset
+// 725) and the leading records of the second; partition 1 loses records at the start, the
+// inside and the end of its first batch.
+func compactedSource(t *testing.T, src *kafkatest.Cluster, topic string, codec kgo.CompressionCodec, compact func()) *kgo.Client {
+	t.Helper()
+	prod := src.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(codec),
+		kgo.ProducerLinger(10*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
+	first := make([]string, 725)
+	for i := range first {
+		first[i] = fmt.Sprint("k", i%25)
+	}
+	produceRounds(t, prod, topic, 0, first, keyRange("k", 0, 25), keyRange("k", 0, 10), []string{"active"})
+	produceRounds(t, prod, topic, 1, keyRange("a", 0, 20), append([]string{"a0", "a1", "a7"}, keyRange("a", 15, 20)...), []string{"active"})
+	compact()
+	start, _, err := newCluster("source", src.Client(t)).offsets(context.Background(), topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start != 725 {
+		t.Fatalf("partition 0 log start %d after compaction, want 725: the scenario does not test what it should", start)
+	}
+	return prod
+}
+
+// A compacted, compressed source in every codec, as kfake compacts it and as Apache Kafka's
+// cleaner does (base and original last offset kept): leading, inner and trailing holes, a
+// log start moved to the first batch kept, and with the log start inside a batch. Produces
+// are slower than markers, so a lone marker written with produces in flight would take their
+// offsets.
+func TestMirrorCompactedCompressedTopic(t *testing.T) {
+	codecs := []struct {
+		name  string
+		codec kgo.CompressionCodec
+	}{{"none", kgo.NoCompression()}, {"gzip", kgo.GzipCompression()}, {"snappy", kgo.SnappyCompression()}, {"lz4", kgo.Lz4Compression()}, {"zstd", kgo.ZstdCompression()}}
+	for _, shape := range []string{"kfake", "kafka"} {
+		for _, c := range codecs {
+			for _, logStartInside := range []bool{false, true} {
+				if logStartInside && c.name != "gzip" {
+					continue
+				}
+				name := shape + "/" + c.name
+				if logStartInside {
+					name += "/log-start-inside-batches"
+				}
+				t.Run(name, func(t *testing.T) {
+					src, dst := kafkatest.Pair(t)
+					configs := map[string]*string{"cleanup.policy": kadm.StringPtr("compact,delete")}
+					src.CreateTopic(t, "compacted", 2, configs)
+					dst.CreateTopic(t, "compacted", 2, configs)
+					compact := src.Fake().Compact
+					if shape == "kafka" {
+						compact = func() { kafkatest.NewCleaner(t, src).Clean(t) }
+					}
+					prod := compactedSource(t, src, "compacted", c.codec, compact)
+					if logStartInside {
+						// 730 lies in partition 0's leading hole at 725-734, 3 in the run
+						// partition 1 keeps at 2-6.
+						adm := src.Admin(t)
+						if _, err := adm.DeleteRecords(context.Background(), kadm.Offsets{"compacted": {
+							0: {Topic: "compacted", Partition: 0, At: 730, LeaderEpoch: -1},
+							1: {Topic: "compacted", Partition: 1, At: 3, LeaderEpoch: -1},
+						}}); err != nil {
+							t.Fatal(err)
+						}
+					}
+					slowProduces(dst, 40*time.Millisecond)
+					sessions := sessionStarts(dst)
+
+					run := startMirror(t, src, dst, "compacted", 2, true)
+					kafkatest.WaitIdentical(t, src, dst, "compacted", waitIdentical)
+					produceRounds(t, prod, "compacted", 1, keyRange("b", 0, 5))
+					kafkatest.WaitIdentical(t, src, dst, "compacted", waitIdentical)
+					run.stop(t)
+					if n := sessions.Load(); n != 2 {
+						t.Fatalf("%d mirror sessions for 2 partitions: a session ended on the way", n)
+					}
+				})
+			}
+		}
+	}
+}
+
+// A session ends (here: killed) while it fills the holes of a compacted batch; the next one
+// resumes inside that batch, also inside its trailing hole.
+func TestMirrorResumesInsideCompactedBatch(t *testing.T) {
+	for _, killAt := range []int64{2, 3, 6} {
+		t.Run(fmt.Sprint("killed at lone marker ", killAt), func(t *testing.T) {
+			src, dst := kafkatest.Pair(t)
+			compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+			src.CreateTopic(t, "resume", 1, compact)
+			dst.CreateTopic(t, "resume", 1, compact)
+			prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+			// Offsets 0-19 keep runs 2-6 and 8-14: holes at 0-1, 7 and 15-19.
+			produceRounds(t, prod, "resume", 0, keyRange("a", 0, 20), append([]string{"a0", "a1", "a7"}, keyRange("a", 15, 20)...), []string{"active"})
+			kafkatest.NewCleaner(t, src).Clean(t)
+
+			// Every lone marker starts with an AddPartitionsToTxn; the killAt-th takes
+			// effect but its answer is lost.
+			ctx, kill := context.WithCancel(context.Background())
+			defer kill()
+			adds := int64(0)
+			dst.Fake().ControlKey(int16(kmsg.AddPartitionsToTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+				dst.Fake().KeepControl()
+				if adds++; adds == killAt {
+					kill()
+					dst.Fake().DropControl()
+				}
+				return nil, nil, false
+			})
+			run := startMirrorCtx(ctx, t, src, dst, "resume", 1, true)
+			run.wg.Wait()
+			if err := run.errs[0]; err != nil {
+				t.Fatal(err)
+			}
+			_, end, err := newCluster("destination", dst.Client(t)).offsets(context.Background(), "resume", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if end == 0 || end >= 20 {
+				t.Fatalf("killed with the destination ending at %d, not inside the compacted batch 0-19", end)
+			}
+
+			run = startMirror(t, src, dst, "resume", 1, false)
+			kafkatest.WaitIdentical(t, src, dst, "resume", waitIdentical)
+			run.stop(t)
+		})
+	}
+}
+
+// A tiered-storage read that did not finish in time answers no records with the real high
+// watermark: the mirror fills nothing and asks again, in the same session.
+func TestMirrorEmptyFetchAnswers(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "tiered", 1, nil)
+	dst.CreateTopic(t, "tiered", 1, nil)
+	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	produceSync(t, prod, records("tiered", 0, 50, "a")...)
+	empty := src.EmptyFetches(t, "tiered", 0, 5)
+	sessions := sessionStarts(dst)
+
+	run := startMirror(t, src, dst, "tiered", 1, true)
+	empty.Wait(t, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "tiered", waitIdentical)
+
+	// Again in the middle of the log.
+	empty = src.EmptyFetches(t, "tiered", 0, 3)
+	produceSync(t, prod, records("tiered", 0, 30, "b")...)
+	empty.Wait(t, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "tiered", waitIdentical)
+	run.stop(t)
+	if n := sessions.Load(); n != 1 {
+		t.Fatalf("%d mirror sessions, want 1", n)
+	}
+}
+
+// A throttled fetch answers with no partitions: the mirror waits and asks again, in the same
+// session.
+func TestMirrorThrottledFetches(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "throttled", 1, nil)
+	dst.CreateTopic(t, "throttled", 1, nil)
+	prod := manualProducer(t, src)
+	produceSync(t, prod, records("throttled", 0, 50, "a")...)
+	throttled := src.ThrottleFetches(t, "throttled", 0, 3, 30*time.Millisecond)
+	sessions := sessionStarts(dst)
+
+	run := startMirror(t, src, dst, "throttled", 1, true)
+	throttled.Wait(t, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "throttled", waitIdentical)
+	run.stop(t)
+	if n := sessions.Load(); n != 1 {
+		t.Fatalf("%d mirror sessions, want 1", n)
+	}
+}
+
+// Pipelined produces reach the broker in the order they were issued: each is issued once
+// kgo put its predecessor on the wire.
+func TestProducesReachTheBrokerInOrder(t *testing.T) {
+	c := kafkatest.New(t)
+	c.CreateTopic(t, "ordered", 1, nil)
+	var mu sync.Mutex
+	var arrived []int32
+	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake().KeepControl()
+		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
+			for _, rp := range rt.Partitions {
+				mu.Lock()
+				arrived = append(arrived, int32(binary.BigEndian.Uint32(rp.Records[offBaseSequence:])))
+				mu.Unlock()
+			}
+		}
+		return nil, nil, false
+	})
+	ctx := context.Background()
+	cl := newCluster("destination", c.Client(t))
+	meta, err := cl.metadata(ctx, "ordered", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idem, err := cl.initProducerID(ctx, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var wg sync.WaitGroup
+	prev := make(chan struct{})
+	close(prev)
+	errs := make([]error, n)
+	for i := range n {
+		as := idem
+		as.sequence = int32(i)
+		batch, err := encodeBatch(batchSpec{producer: as}, []kmsg.Record{{Value: []byte(strconv.Itoa(i))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		onWire := make(chan struct{})
+		wg.Add(1)
+		go func(prev chan struct{}) {
+			defer wg.Done()
+			<-prev
+			var once sync.Once
+			_, errs[i] = cl.produce(ctx, meta.leader, "ordered", meta.id, 0, batch, nil, func() { once.Do(func() { close(onWire) }) })
+		}(prev)
+		prev = onWire
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for i, seq := range arrived {
+		if seq != int32(i) {
+			t.Fatalf("the broker received sequence %d as request %d", seq, i)
+		}
+	}
+}
+
+// A coordinator keeps a transactional id busy a little after its markers land: the mirror's
+// next AddPartitionsToTxn gets CONCURRENT_TRANSACTIONS and is retried in place.
+func TestMirrorRetriesConcurrentTransactions(t *testing.T) {
+	// The id stays busy a quarter of the marker delay after the marker: longer than the
+	// mirror's marker polls take to see it.
+	src, dst := kafkatest.Pair(t, kafkatest.MarkerDelay(600*time.Millisecond))
+	src.CreateTopic(t, "busy", 1, nil)
+	dst.CreateTopic(t, "busy", 1, nil)
+	txn := manualProducer(t, src, kgo.TransactionalID("busy-app"))
+	ctx := context.Background()
+	const txns = 3
+	for i := range txns {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		produceSync(t, txn, records("busy", 0, 3, fmt.Sprint("t", i))...)
+		if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(i%2 == 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sessions := sessionStarts(dst)
+	// Strict mode answers a busy id itself, before any control of the test sees the request:
+	// count what the mirror's client writes.
+	adds := &writeCounter{key: int16(kmsg.AddPartitionsToTxn)}
+	m := NewPartitionMirror(src.Client(t), dst.Client(t, kgo.WithHooks(adds)), PartitionConfig{Mirror: "m1", Topic: "busy", FirstStart: true})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(runCtx) }()
+	kafkatest.WaitIdentical(t, src, dst, "busy", waitIdentical)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := sessions.Load(); n != 1 {
+		t.Fatalf("%d mirror sessions, want 1", n)
+	}
+	if n := adds.n.Load(); n <= txns {
+		t.Fatalf("%d AddPartitionsToTxn for %d transactions: none was answered CONCURRENT_TRANSACTIONS, the test shows nothing", n, txns)
+	}
+}
+
+// writeCounter counts the requests of one kind a client writes.
+type writeCounter struct {
+	key int16
+	n   atomic.Int64
+}
+
+func (c *writeCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == c.key && err == nil {
+		c.n.Add(1)
+	}
+}
+
+func TestSessionRetryBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		backoff    time.Duration
+		progressed bool
+		now, next  time.Duration
+	}{
+		{initialBackoff, false, initialBackoff, 2 * initialBackoff},
+		{time.Second, false, time.Second, maxBackoff},
+		{maxBackoff, false, maxBackoff, maxBackoff},
+		{maxBackoff, true, initialBackoff, 2 * initialBackoff},
+	} {
+		if now, next := retryBackoff(tc.backoff, tc.progressed); now != tc.now || next != tc.next {
+			t.Errorf("retryBackoff(%v, %v) = %v, %v; want %v, %v", tc.backoff, tc.progressed, now, next, tc.now, tc.next)
+		}
+	}
 }

@@ -1,0 +1,176 @@
+package mirrorengine
+
+import (
+	"fmt"
+	"maps"
+	"time"
+)
+
+// The data path's decisions, free of I/O: what one fetch answer means for the destination.
+// Every shape a real broker can answer with is a row of plan_test.go; partition.go only
+// executes the writes. Throttled answers (no partitions at all) never get here: fetch waits
+// them out.
+
+// writeKind is what the destination gets for a stretch of offsets.
+type writeKind int
+
+const (
+	writeFiller     writeKind = iota // below a source log start the destination must still reach: empty records, deleted right after
+	writeGap                         // offsets without a source record: one lone abort marker each
+	writeForward                     // a contiguous source batch, forwarded raw
+	writeRun                         // one contiguous run of a compacted source batch, re-encoded
+	writeEndTxn                      // a source marker ending its producer's replayed transaction
+	writeLoneMarker                  // a source marker with no replayed transaction open: a lone marker of its kind
+)
+
+func (k writeKind) String() string {
+	return [...]string{"filler", "gap", "forward", "run", "end transaction", "lone marker"}[k]
+}
+
+// write is one step of a plan: n destination offsets from offset at.
+type write struct {
+	kind   writeKind
+	at, n  int64
+	batch  rawBatch // forward and run: the source batch
+	run    run      // run: its records
+	txn    bool     // forward and run: data of a source transaction
+	pid    int64    // transaction data and markers: the source producer id
+	commit bool     // markers
+}
+
+// encode returns the batch to produce for a forward or run write.
+func (w write) encode(as producerIdentity) ([]byte, error) {
+	if w.kind == writeRun {
+		return reencodeRun(w.batch, w.run, as, w.txn)
+	}
+	return forwardBatch(w.batch, as, w.txn), nil
+}
+
+type planInput struct {
+	next    int64          // the destination end offset
+	alignTo int64          // a source log start the destination has not reached yet; 0 if none
+	open    map[int64]bool // source producer ids whose replayed transaction is open on the destination
+	fetched fetched
+}
+
+type plan struct {
+	writes []write
+	next   int64         // the destination end offset once the writes are done
+	retry  time.Duration // wait before the next fetch
+	err    error         // the source cannot be copied past the writes
+}
+
+// emptyAnswerRetry paces fetches answered without records below the high watermark. A real
+// broker already waited (remote.fetch.max.wait.ms) before answering so.
+const emptyAnswerRetry = 50 * time.Millisecond
+
+// planFetch decides the writes for one fetch answer, read from max(next, alignTo).
+func planFetch(in planInput) plan {
+	p := planner{plan: plan{next: in.next}, alignTo: in.alignTo, open: maps.Clone(in.open)}
+	if p.open == nil {
+		p.open = map[int64]bool{}
+	}
+	f := in.fetched
+	if len(f.batches) == 0 {
+		// A tiered-storage read that did not finish in time answers NONE, the real high
+		// watermark and no records (DelayedRemoteFetch): those offsets are not known to be
+		// gaps. Gaps are only ever filled up to a batch actually received.
+		if f.highWatermark > max(in.next, in.alignTo) {
+			p.retry = emptyAnswerRetry
+		}
+		return p.plan
+	}
+	for _, b := range f.batches {
+		if err := p.batch(b); err != nil {
+			p.err = err
+			break
+		}
+	}
+	return p.plan
+}
+
+type planner struct {
+	plan
+	alignTo int64
+	open    map[int64]bool
+}
+
+func (p *planner) add(w write) {
+	w.at = p.next
+	p.next += w.n
+	p.writes = append(p.writes, w)
+}
+
+// fill covers [next, to), where the source has no record: filler below the pending log start,
+// lone abort markers from it on.
+func (p *planner) fill(to int64) {
+	if end := min(to, p.alignTo); p.next < end {
+		p.add(write{kind: writeFiller, n: end - p.next})
+	}
+	if p.next < to {
+		p.add(write{kind: writeGap, n: to - p.next})
+	}
+}
+
+func (p *planner) batch(b rawBatch) error {
+	if b.lastOffset() < p.next {
+		return nil // on the destination already (a fetch starts at the batch holding its offset)
+	}
+	kind, err := b.kind()
+	if err != nil {
+		return err
+	}
+	txn := kind == kindTxnData
+	pid := b.producerID()
+	switch kind {
+	case kindEmpty:
+		// The cleaner keeps an emptied batch for its producer state (LogCleaner,
+		// MemoryRecords.filterTo): its whole range is a gap.
+		p.fill(b.lastOffset() + 1)
+		return nil
+	case kindCommit, kindAbort:
+		p.fill(b.baseOffset())
+		commit := kind == kindCommit
+		if p.open[pid] {
+			delete(p.open, pid)
+			p.add(write{kind: writeEndTxn, n: 1, pid: pid, commit: commit})
+		} else {
+			// Nothing replayed to end (the transaction began below the log start, or the
+			// source holds a lone marker itself): a lone marker of the same kind.
+			p.add(write{kind: writeLoneMarker, n: 1, pid: pid, commit: commit})
+		}
+		return nil
+	}
+	if txn {
+		p.open[pid] = true
+	}
+	if b.contiguous() {
+		if b.baseOffset() < p.next {
+			// Contiguous batches are only ever written whole.
+			return fmt.Errorf("%w: source batch %d-%d starts below the destination end %d", errInvariant, b.baseOffset(), b.lastOffset(), p.next)
+		}
+		p.fill(b.baseOffset())
+		p.add(write{kind: writeForward, n: int64(b.recordCount()), batch: b, txn: txn, pid: pid})
+		return nil
+	}
+	// Compacted: Apache Kafka's cleaner keeps the base and the original last offset
+	// (leading, inner and trailing holes); kfake's keeps the base and shrinks the last
+	// offset to the last record kept. Each run is re-encoded; the destination end may lie
+	// inside the batch when an earlier session wrote part of it.
+	runs, err := b.runs()
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if skip := p.next - r.base; skip > 0 {
+			if skip >= int64(len(r.records)) {
+				continue
+			}
+			r.base, r.records = p.next, r.records[skip:]
+		}
+		p.fill(r.base)
+		p.add(write{kind: writeRun, n: int64(len(r.records)), batch: b, run: r, txn: txn, pid: pid})
+	}
+	p.fill(b.lastOffset() + 1)
+	return nil
+}
