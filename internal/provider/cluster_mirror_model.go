@@ -22,6 +22,8 @@ type clusterMirrorResourceModel struct {
 	SourceClusterID types.String `tfsdk:"source_cluster_id"`
 	Sync            types.Object `tfsdk:"sync"`
 	TopicCount      types.Int64  `tfsdk:"topic_count"`
+	TopicsPattern   types.String `tfsdk:"source_topics_pattern"`
+	SourceTopics    types.List   `tfsdk:"source_topics"`
 }
 
 // sourceModel is the source connection of a cluster mirror.
@@ -337,4 +339,10 @@ func copyAttrs(in map[string]attr.Value) map[string]attr.Value {
 		out[k] = v
 	}
 	return out
+}
+
+// fullyKnown reports whether v holds no unknown value, at any depth.
+func fullyKnown(ctx context.Context, v attr.Value) bool {
+	tv, err := v.ToTerraformValue(ctx)
+	return err == nil && tv.IsFullyKnown()
 }

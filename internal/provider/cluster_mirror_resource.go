@@ -28,6 +28,7 @@ var (
 	_ resource.Resource                = &ClusterMirrorResource{}
 	_ resource.ResourceWithConfigure   = &ClusterMirrorResource{}
 	_ resource.ResourceWithImportState = &ClusterMirrorResource{}
+	_ resource.ResourceWithModifyPlan  = &ClusterMirrorResource{}
 )
 
 // NewClusterMirrorResource is the kafkamirror_cluster_mirror resource factory.
@@ -159,6 +160,23 @@ func (r *ClusterMirrorResource) Schema(ctx context.Context, _ resource.SchemaReq
 			"topic_count": schema.Int64Attribute{
 				MarkdownDescription: "How many topics name this mirror in their `mirror.name`, in any state (stopped ones included).",
 				Computed:            true,
+			},
+			"source_topics_pattern": schema.StringAttribute{
+				MarkdownDescription: "Regular expression (RE2 syntax) of the source topics to list in `source_topics`; it matches " +
+					"anywhere in a name unless anchored with `^` and `$`. A setting of Terraform's own: the worker starts no " +
+					"topic by itself, `kafkamirror_mirror_topic` resources do (with `for_each` over `source_topics`). After an " +
+					"import, the first plan records it as an in-place change that changes nothing on the worker.",
+				Optional:   true,
+				Validators: []validator.String{regexValidator{}},
+			},
+			"source_topics": schema.ListAttribute{
+				MarkdownDescription: "The source's topics matching `source_topics_pattern`, sorted (internal topics excluded); null " +
+					"without a pattern. Listed by the worker from one broker at every refresh, and known at plan time even when " +
+					"this plan creates the mirror (the worker lists the configured source for the plan) or changes it in place, " +
+					"so `for_each = toset(kafkamirror_cluster_mirror.<name>.source_topics)` plans in one step. A topic " +
+					"deleted on the source leaves the list, and its `kafkamirror_mirror_topic` is planned for destroy (a failover).",
+				ElementType: types.StringType,
+				Computed:    true,
 			},
 		},
 	}
@@ -306,7 +324,7 @@ func (r *ClusterMirrorResource) Create(ctx context.Context, req resource.CreateR
 		Name: name, Source: source, SourceClusterID: plan.SourceClusterID.ValueString(), Sync: sync,
 	})
 	if err != nil {
-		detail := fmt.Sprintf("The worker refused or failed to create cluster mirror %q: %v", name, err)
+		detail := fmt.Sprintf("The worker refused or failed to create cluster mirror %q: %v%s", name, err, sourceErrorHint(err))
 		if api.IsCode(err, api.CodeClusterMirrorAlreadyExists) {
 			detail += fmt.Sprintf("\n\nTo manage the existing mirror with Terraform, import it: terraform import <address> %s", name)
 		}
@@ -315,10 +333,88 @@ func (r *ClusterMirrorResource) Create(ctx context.Context, req resource.CreateR
 	}
 	tflog.Info(ctx, "created cluster mirror", map[string]any{"source_cluster_id": m.SourceClusterID})
 	r.setFromRemote(ctx, &plan, m, &resp.Diagnostics)
+	r.listIfUnknown(ctx, client, &plan, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+// ModifyPlan plans source_topics. A plan that creates the mirror has the worker list the
+// configured source; otherwise the refresh's listing stands, unless the pattern changes.
+// Known values keep for_each over source_topics plannable in one step.
+func (r *ClusterMirrorResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan, config clusterMirrorResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	var state *clusterMirrorResourceModel
+	if !req.State.Raw.IsNull() {
+		state = &clusterMirrorResourceModel{}
+		resp.Diagnostics.Append(req.State.Get(ctx, state)...)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	topics := types.ListUnknown(types.StringType)
+	exists := state != nil && state.Name.Equal(plan.Name)
+	switch {
+	case plan.TopicsPattern.IsNull():
+		topics = types.ListNull(types.StringType)
+	case plan.TopicsPattern.IsUnknown() || r.data == nil || r.data.client == nil:
+		// Unknown until apply: for_each over it then needs the values first.
+	case exists && state.TopicsPattern.Equal(plan.TopicsPattern) && !state.SourceTopics.IsNull():
+		topics = state.SourceTopics
+	case exists:
+		names, err := r.data.client.SourceTopics(ctx, plan.Name.ValueString(), plan.TopicsPattern.ValueString())
+		topics = r.planned(names, err, plan, &resp.Diagnostics)
+	case fullyKnown(ctx, plan.Source) && fullyKnown(ctx, config.Source):
+		src, diags := sourceRequest(ctx, plan.Source, config.Source)
+		resp.Diagnostics.Append(diags...)
+		if diags.HasError() {
+			return
+		}
+		names, err := r.data.client.ListSourceTopics(ctx, api.SourceTopicsRequest{Source: src, Pattern: plan.TopicsPattern.ValueString()})
+		topics = r.planned(names, err, plan, &resp.Diagnostics)
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("source_topics"), topics)...)
+}
+
+// planned is a plan-time listing as the value of source_topics; a failed listing is an
+// error, since for_each over an unknown value would fail anyway, with less to go on.
+func (r *ClusterMirrorResource) planned(names []string, err error, plan clusterMirrorResourceModel, diags *diag.Diagnostics) types.List {
+	if err != nil {
+		diags.AddAttributeError(path.Root("source_topics_pattern"), "Cannot list the source topics",
+			fmt.Sprintf("For source_topics, the worker listed the topics of cluster mirror %q's source matching %q, and failed: %v%s",
+				plan.Name.ValueString(), plan.TopicsPattern.ValueString(), err, sourceErrorHint(err)))
+		return types.ListUnknown(types.StringType)
+	}
+	return stringList(names)
+}
+
+// listIfUnknown fills source_topics after an apply whose plan could not list them.
+func (r *ClusterMirrorResource) listIfUnknown(ctx context.Context, client *api.Client, m *clusterMirrorResourceModel, diags *diag.Diagnostics) {
+	if !m.SourceTopics.IsUnknown() {
+		return
+	}
+	names, err := client.SourceTopics(ctx, m.Name.ValueString(), m.TopicsPattern.ValueString())
+	if err != nil {
+		diags.AddError("Cannot list the source topics",
+			fmt.Sprintf("Listing the topics of cluster mirror %q's source matching %q failed: %v", m.Name.ValueString(), m.TopicsPattern.ValueString(), err))
+		return
+	}
+	m.SourceTopics = stringList(names)
+}
+
+// sourceErrorHint adds what to do about a refused source login.
+func sourceErrorHint(err error) string {
+	if !api.IsCode(err, api.CodeSaslAuthenticationFailed) {
+		return ""
+	}
+	return "\n\nThe source refused the SASL credentials: check source.sasl.mechanism, username and the password. A password " +
+		"given as password_wo is sent again only when password_wo_version changes."
 }
 
 // setFromRemote fills the computed attributes from the worker's answer. The configured
@@ -363,7 +459,28 @@ func (r *ClusterMirrorResource) Read(ctx context.Context, req resource.ReadReque
 	state.SourceClusterID = types.StringValue(m.SourceClusterID)
 	state.Sync = syncObject(m.Sync, state.Sync)
 	state.TopicCount = types.Int64Value(int64(m.TopicCount))
+	if state.TopicsPattern.IsNull() {
+		state.SourceTopics = types.ListNull(types.StringType)
+	} else {
+		state.SourceTopics = r.refreshTopics(ctx, client, state, &resp.Diagnostics)
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+// refreshTopics lists the source topics for a refresh. A source that cannot be asked (the
+// primary is down: the moment to fail over) must not block the plan, so the last listing
+// stays, with a warning.
+func (r *ClusterMirrorResource) refreshTopics(ctx context.Context, client *api.Client, state clusterMirrorResourceModel, diags *diag.Diagnostics) types.List {
+	name, pattern := state.Name.ValueString(), state.TopicsPattern.ValueString()
+	names, err := client.SourceTopics(ctx, name, pattern)
+	if err == nil {
+		return stringList(names)
+	}
+	tflog.Warn(ctx, "listing the source topics failed; keeping the last listing", map[string]any{"error": err.Error()})
+	diags.AddWarning("Source topics not refreshed",
+		fmt.Sprintf("Listing the topics of cluster mirror %q's source matching %q failed, so source_topics keeps the last listing: %v%s",
+			name, pattern, err, sourceErrorHint(err)))
+	return state.SourceTopics
 }
 
 func (r *ClusterMirrorResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -397,11 +514,12 @@ func (r *ClusterMirrorResource) Update(ctx context.Context, req resource.UpdateR
 	m, err := client.UpdateMirror(ctx, name, api.UpdateMirrorRequest{Source: source, Sync: sync})
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot update cluster mirror",
-			fmt.Sprintf("The worker refused or failed to update the source connection and sync settings of cluster mirror %q: %v", name, err))
+			fmt.Sprintf("The worker refused or failed to update the source connection and sync settings of cluster mirror %q: %v%s", name, err, sourceErrorHint(err)))
 		return
 	}
 	tflog.Info(ctx, "updated cluster mirror")
 	r.setFromRemote(ctx, &plan, m, &resp.Diagnostics)
+	r.listIfUnknown(ctx, client, &plan, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}

@@ -28,9 +28,11 @@ import (
 type commandWorker struct {
 	mu       sync.Mutex
 	commands []string
+	owners   []string // each command's owner, with " release" when it released
 	desired  string
 	state    string
 	stuck    string // partitions stay here instead of reaching the command's state
+	refuse   string // an error code every command gets, changing nothing
 }
 
 func (f *commandWorker) client(t *testing.T) *api.Client {
@@ -43,6 +45,15 @@ func (f *commandWorker) client(t *testing.T) *api.Client {
 			var req api.TopicsRequest
 			_ = json.NewDecoder(r.Body).Decode(&req)
 			f.commands = append(f.commands, action+":"+req.Divergence)
+			owner := req.Owner
+			if req.Release {
+				owner += " release"
+			}
+			f.owners = append(f.owners, owner)
+			if f.refuse != "" {
+				_ = json.NewEncoder(w).Encode(api.TopicResults{Results: []api.TopicResult{{Topic: "orders", ErrorCode: f.refuse, Message: "refused"}}})
+				return
+			}
 			f.desired, f.state = map[string][2]string{
 				"start":  {api.DesiredMirroring, api.StateMirroring},
 				"resume": {api.DesiredMirroring, api.StateMirroring},
@@ -88,6 +99,10 @@ func TestCreatePausedStartsThenPauses(t *testing.T) {
 	resp.State.Get(context.Background(), &got)
 	if got.MirrorNameConfig.ValueString() != "m.paused" || got.State.ValueString() != "paused" || len(got.Partitions.Elements()) != 2 {
 		t.Fatalf("state %+v", got)
+	}
+	// Both commands name the new resource's owner id, which the state keeps.
+	if owner := got.OwnerID.ValueString(); len(owner) != 32 || strings.Join(fake.owners, ",") != owner+","+owner {
+		t.Fatalf("owner_id %q, commands' owners %q", owner, fake.owners)
 	}
 }
 
@@ -137,7 +152,9 @@ func TestUpdateCommands(t *testing.T) {
 		s := topicSchema(t)
 		r := &MirrorTopicResource{data: &providerData{client: fake.client(t)}}
 		prior := topicModel(tc.from, "fail", partitions(targetPartitionState(tc.from), 0, 0))
+		prior.OwnerID = types.StringValue("owner-1")
 		planned := topicModel(tc.to, tc.divergence, nil)
+		planned.OwnerID = prior.OwnerID
 		if tc.from == tc.to {
 			planned.Partitions = prior.Partitions // partitionsModifier
 		}
@@ -154,10 +171,42 @@ func TestUpdateCommands(t *testing.T) {
 		if got := strings.Join(fake.commands, " "); got != tc.want {
 			t.Errorf("%s → %s: commands %q, want %q", tc.from, tc.to, got, tc.want)
 		}
+		if tc.want != "" && strings.Join(fake.owners, ",") != "owner-1" {
+			t.Errorf("%s → %s: the command's owner is %q", tc.from, tc.to, fake.owners)
+		}
 		var got mirrorTopicResourceModel
 		resp.State.Get(context.Background(), &got)
 		if got.State.ValueString() != tc.to || got.Divergence.ValueString() != tc.divergence || got.Partitions.IsUnknown() {
 			t.Errorf("%s → %s: saved %+v", tc.from, tc.to, got)
+		}
+	}
+}
+
+// TestDeleteReleases: a destroy stops the topic naming its owner and releasing it; a topic
+// that another owner manages is not stopped, and the resource leaves the state with a
+// warning at once.
+func TestDeleteReleases(t *testing.T) {
+	fastPolling(t)
+	for _, refuse := range []string{"", api.CodeMirrorTopicOwnerMismatch} {
+		fake := &commandWorker{refuse: refuse}
+		s := topicSchema(t)
+		r := &MirrorTopicResource{data: &providerData{client: fake.client(t)}}
+		prior := topicModel("mirroring", "fail", partitions(api.StateMirroring, 0))
+		prior.OwnerID = types.StringValue("owner-1")
+		prior.Timeouts = timeoutsValue(t, "delete", "2s")
+		req := resource.DeleteRequest{State: tfsdk.State{Schema: s.Schema, Raw: rawValue(t, s, &prior)}}
+		resp := resource.DeleteResponse{State: req.State}
+		start := time.Now()
+		r.Delete(context.Background(), req, &resp)
+		if resp.Diagnostics.HasError() || time.Since(start) > time.Second {
+			t.Fatalf("refuse %q: after %v: %s", refuse, time.Since(start), messages(resp.Diagnostics))
+		}
+		if got := strings.Join(fake.owners, ","); got != "owner-1 release" {
+			t.Errorf("refuse %q: owners %q", refuse, got)
+		}
+		w := messages(resp.Diagnostics)
+		if mismatch := refuse != ""; mismatch != strings.Contains(w, `Topic "orders" not stopped: another resource manages it`) {
+			t.Errorf("refuse %q: diagnostics:\n%s", refuse, w)
 		}
 	}
 }

@@ -22,6 +22,7 @@ type mirrorTopicResourceModel struct {
 	Divergence       types.String   `tfsdk:"divergence"`
 	MirrorNameConfig types.String   `tfsdk:"mirror_name_config"`
 	Partitions       types.List     `tfsdk:"partitions"`
+	OwnerID          types.String   `tfsdk:"owner_id"`
 	Timeouts         timeouts.Value `tfsdk:"timeouts"`
 }
 

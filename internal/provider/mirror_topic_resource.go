@@ -2,17 +2,22 @@ package provider
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -160,20 +165,67 @@ func (r *MirrorTopicResource) Schema(ctx context.Context, _ resource.SchemaReque
 					},
 				},
 			},
-			"timeouts": timeoutsAttribute(ctx),
+			"owner_id": schema.StringAttribute{
+				MarkdownDescription: "Identifies this resource to the worker, which records it as the topic's owner. A create for " +
+					"a topic that another resource owns fails at plan time, pointing at `moved` blocks (renaming a resource or " +
+					"a `for_each` key without one would otherwise create the new address and destroy the old one for the same " +
+					"topic); the worker refuses commands from another owner, and a destroy never stops a topic that another " +
+					"resource owns by then. An import takes the owner the worker records.",
+				Computed:      true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"timeouts": timeoutsAttribute(),
 		},
 	}
 }
 
-// timeoutsAttribute is terraform-plugin-framework-timeouts' attribute, documented.
-func timeoutsAttribute(ctx context.Context) schema.Attribute {
-	a := timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true})
-	if n, ok := a.(schema.SingleNestedAttribute); ok {
-		n.MarkdownDescription = "How long create, update (a state change) and delete (a stop) wait for every partition to " +
-			"reach the target state, as durations such as `\"30s\"` or `\"15m\"`. Each defaults to 10 minutes."
-		return n
+// timeoutParts are the operations of timeouts, each with its default.
+var timeoutParts = map[string]time.Duration{"create": defaultCreateTimeout, "update": defaultUpdateTimeout, "delete": defaultDeleteTimeout}
+
+// timeoutsAttribute is terraform-plugin-framework-timeouts' value as an attribute whose
+// parts default to 10 minutes. The defaults are kept in the state, and an import records
+// them too: a configuration giving the default timeouts (or none) plans no change after an
+// import, which a null value in the state would show as one.
+func timeoutsAttribute() schema.Attribute {
+	attrs := map[string]schema.Attribute{}
+	attrTypes := map[string]attr.Type{}
+	for op, d := range timeoutParts {
+		desc := fmt.Sprintf("How long the %s waits, a Go duration such as `\"30s\"` or `\"2h45m\"`. Default `%s`.", op, api.FormatDuration(d))
+		if op == "delete" {
+			desc += " A destroy uses the value in the state: a change takes effect once an apply has saved it."
+		}
+		attrs[op] = schema.StringAttribute{
+			MarkdownDescription: desc,
+			Optional:            true,
+			Computed:            true,
+			Default:             stringdefault.StaticString(api.FormatDuration(d)),
+		}
+		attrTypes[op] = types.StringType
 	}
-	return a
+	return schema.SingleNestedAttribute{
+		MarkdownDescription: "How long create, update (a state change) and delete (a stop) wait for every partition to " +
+			"reach the target state. Each defaults to 10 minutes.",
+		Optional:   true,
+		Computed:   true,
+		CustomType: timeouts.Type{ObjectType: types.ObjectType{AttrTypes: attrTypes}},
+		Default:    objectdefault.StaticValue(withDefaultTimeouts(timeouts.Value{}).Object),
+		Attributes: attrs,
+	}
+}
+
+// withDefaultTimeouts fills the parts v leaves unset with their defaults.
+func withDefaultTimeouts(v timeouts.Value) timeouts.Value {
+	vals := map[string]attr.Value{}
+	attrTypes := map[string]attr.Type{}
+	for op, d := range timeoutParts {
+		vals[op], attrTypes[op] = types.StringValue(api.FormatDuration(d)), types.StringType
+		if !v.IsNull() && !v.IsUnknown() {
+			if s, ok := v.Attributes()[op].(types.String); ok && !s.IsNull() && !s.IsUnknown() {
+				vals[op] = s
+			}
+		}
+	}
+	return timeouts.Value{Object: types.ObjectValueMust(attrTypes, vals)}
 }
 
 func (r *MirrorTopicResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -214,24 +266,18 @@ func (r *MirrorTopicResource) ModifyPlan(ctx context.Context, req resource.Modif
 		return
 	case plan == nil: // destroy
 		if state.State.ValueString() != api.DesiredStopped {
-			ps, live := r.currentPartitions(ctx, client, state)
-			summary, detail := failoverWarning(state.MirrorName.ValueString(), state.Topic.ValueString(),
-				"Destroying this kafkamirror_mirror_topic", ps, live)
-			resp.Diagnostics.AddWarning(summary, detail)
+			r.stopWarning(ctx, client, state, "Destroying this kafkamirror_mirror_topic", &resp.Diagnostics)
 		}
 		return
 	case state == nil: // create
-		r.planCreate(ctx, plan, resp)
+		r.planCreate(ctx, client, plan, resp)
 		return
 	}
 
 	// Update, or replacement when mirror_name or topic changed.
 	if !plan.MirrorName.Equal(state.MirrorName) || !plan.Topic.Equal(state.Topic) {
 		if state.State.ValueString() != api.DesiredStopped {
-			ps, live := r.currentPartitions(ctx, client, state)
-			summary, detail := failoverWarning(state.MirrorName.ValueString(), state.Topic.ValueString(),
-				"Replacing this kafkamirror_mirror_topic (mirror_name or topic changed)", ps, live)
-			resp.Diagnostics.AddWarning(summary, detail)
+			r.stopWarning(ctx, client, state, "Replacing this kafkamirror_mirror_topic (mirror_name or topic changed)", &resp.Diagnostics)
 		}
 		if !plan.MirrorName.IsUnknown() && !plan.Topic.IsUnknown() && plan.State.ValueString() == api.DesiredStopped {
 			resp.Diagnostics.AddAttributeError(path.Root("state"), "Cannot create a stopped mirror topic", createStoppedDetail)
@@ -262,6 +308,15 @@ func (r *MirrorTopicResource) ModifyPlan(ctx context.Context, req resource.Modif
 				stuck = append(stuck, describePartition(p))
 			}
 		}
+		if len(stuck) > 0 && sourceTopicGone(ctx, client, mirror, topic) {
+			// A restart would fail the same way: say what is left to do instead.
+			resp.Diagnostics.AddWarning(fmt.Sprintf("Source topic %q no longer exists", topic),
+				fmt.Sprintf("Topic %q is gone from the source cluster of cluster mirror %q, so its partitions FAILED and "+
+					"nothing more can be copied:\n  %s\n\nThe destination topic keeps its records. Fail it over with "+
+					"state = \"stopped\", or remove this resource (a destroy is a failover too).",
+					topic, mirror, strings.Join(stuck, "\n  ")))
+			return
+		}
 		if len(stuck) > 0 {
 			resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("partitions"), types.ListUnknown(partitionObjectType))...)
 			resp.Diagnostics.AddWarning(fmt.Sprintf("Apply restarts failed partitions of topic %q", topic),
@@ -273,10 +328,8 @@ func (r *MirrorTopicResource) ModifyPlan(ctx context.Context, req resource.Modif
 				resp.Diagnostics.AddWarning(summary, detail)
 			}
 		}
-	case to == api.DesiredStopped:
-		ps, live := r.currentPartitions(ctx, client, state)
-		summary, detail := failoverWarning(mirror, topic, fmt.Sprintf("Changing state from %q to \"stopped\"", from), ps, live)
-		resp.Diagnostics.AddWarning(summary, detail)
+	case from != to && to == api.DesiredStopped:
+		r.stopWarning(ctx, client, state, fmt.Sprintf("Changing state from %q to \"stopped\"", from), &resp.Diagnostics)
 	case from == api.DesiredStopped && to == api.DesiredMirroring && plan.Divergence.ValueString() == api.DivergenceRecreate:
 		ps, _ := r.currentPartitions(ctx, client, state)
 		summary, detail := recreateWarning(mirror, topic, ps)
@@ -288,11 +341,18 @@ const createStoppedDetail = "A new kafkamirror_mirror_topic cannot start in stat
 	"Create it with state = \"mirroring\" (or \"paused\") and change the state later, or import a topic that is already " +
 	"stopped: terraform import <address> <mirror_name>/<topic>."
 
-// planCreate checks a new mirror topic at plan time.
-func (r *MirrorTopicResource) planCreate(ctx context.Context, plan *mirrorTopicResourceModel, resp *resource.ModifyPlanResponse) {
+// planCreate checks a new mirror topic at plan time: no other resource may manage the
+// topic, and the source and destination topics should be fit to start.
+func (r *MirrorTopicResource) planCreate(ctx context.Context, client *api.Client, plan *mirrorTopicResourceModel, resp *resource.ModifyPlanResponse) {
 	if plan.State.ValueString() == api.DesiredStopped {
 		resp.Diagnostics.AddAttributeError(path.Root("state"), "Cannot create a stopped mirror topic", createStoppedDetail)
 		return
+	}
+	if client != nil && !plan.MirrorName.IsUnknown() && !plan.Topic.IsUnknown() {
+		r.planClaim(ctx, client, plan.MirrorName.ValueString(), plan.Topic.ValueString(), &resp.Diagnostics)
+		if resp.Diagnostics.HasError() {
+			return
+		}
 	}
 	if r.data == nil || r.data.destination == nil || plan.Topic.IsUnknown() || plan.Divergence.IsUnknown() {
 		return
@@ -320,20 +380,119 @@ func (r *MirrorTopicResource) planCreate(ctx context.Context, plan *mirrorTopicR
 	resp.Diagnostics.AddWarning(fmt.Sprintf("Destination topic %q is not empty", topic), detail)
 }
 
-// currentPartitions returns the topic's partitions, live from the worker when it can be
-// asked (live = true), else as of the last refresh.
-func (r *MirrorTopicResource) currentPartitions(ctx context.Context, client *api.Client, state *mirrorTopicResourceModel) (ps []api.Partition, live bool) {
-	if client != nil {
-		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		t, err := client.GetTopic(cctx, state.MirrorName.ValueString(), state.Topic.ValueString())
-		if err == nil {
-			return t.Partitions, true
+// planClaim refuses, at plan time, a new resource for a topic that another resource owns
+// or that mirrors already: two resources would undo each other, and which one wins would
+// depend on the order Terraform happens to run them in.
+func (r *MirrorTopicResource) planClaim(ctx context.Context, client *api.Client, mirror, topic string, diags *diag.Diagnostics) {
+	t, err := liveTopic(ctx, client, mirror, topic)
+	switch {
+	case api.IsCode(err, api.CodeTopicNotInClusterMirror), api.IsCode(err, api.CodeUnknownClusterMirror):
+		if err := sourceTopicMissing(ctx, client, mirror, topic); err != "" {
+			diags.AddAttributeWarning(path.Root("topic"), fmt.Sprintf("Source topic %q does not exist", topic), err)
 		}
-		tflog.Warn(ctx, "describing the mirror topic for the plan warning failed; using the last refresh", map[string]any{"error": err.Error()})
+		return
+	case err != nil:
+		tflog.Warn(ctx, "describing the topic for the plan-time owner check failed; the worker checks at apply", map[string]any{"error": err.Error()})
+		return
+	case t.Owner != "":
+		diags.AddAttributeError(path.Root("topic"), "Mirror topic managed by another resource",
+			fmt.Sprintf("Topic %q of cluster mirror %q is already managed by another kafkamirror_mirror_topic: the worker records "+
+				"it as owned by %s (that resource's owner_id). Two resources for one topic would undo each other.\n\n"+
+				"If you renamed the resource or changed its for_each key, tell Terraform with a moved block, which keeps the "+
+				"topic and its owner:\n\n  moved {\n    from = <old address>\n    to   = <new address>\n  }\n\n"+
+				"To hand the topic to this resource on purpose, remove the other one from the state (terraform state rm "+
+				"<old address>) and import the topic here: terraform import <address> %s/%s", topic, mirror, t.Owner, mirror, topic))
+	case t.DesiredState != api.DesiredStopped:
+		diags.AddAttributeError(path.Root("topic"), "Mirror topic already mirrored",
+			fmt.Sprintf("Topic %q is already %s in cluster mirror %q, started outside Terraform. To manage it with this "+
+				"resource, import it: terraform import <address> %s/%s", topic, t.DesiredState, mirror, mirror, topic))
+	}
+}
+
+// liveTopic describes the topic on the worker within a plan's patience.
+func liveTopic(ctx context.Context, client *api.Client, mirror, topic string) (*api.Topic, error) {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return client.GetTopic(cctx, mirror, topic)
+}
+
+// sourceTopicMissing says why a topic about to start is not on its mirror's source, or
+// returns "" when it is there (or the worker cannot tell).
+func sourceTopicMissing(ctx context.Context, client *api.Client, mirror, topic string) string {
+	if !sourceTopicGone(ctx, client, mirror, topic) {
+		return ""
+	}
+	return fmt.Sprintf("Cluster mirror %q's source has no topic %q now, so starting it fails unless the topic is created "+
+		"on the source before this apply reaches it.", mirror, topic)
+}
+
+// sourceTopicGone reports whether the mirror's source lists no such topic; false when the
+// worker cannot list it (the source is down, the mirror does not exist yet).
+func sourceTopicGone(ctx context.Context, client *api.Client, mirror, topic string) bool {
+	if client == nil {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	names, err := client.SourceTopics(cctx, mirror, "^"+regexp.QuoteMeta(topic)+"$")
+	return err == nil && len(names) == 0
+}
+
+// stopWarning is the warning of a plan that stops the topic: a failover, with the
+// partitions and the lag that will not be copied; or, when another resource owns the topic
+// by now, that nothing will be stopped.
+func (r *MirrorTopicResource) stopWarning(ctx context.Context, client *api.Client, state *mirrorTopicResourceModel, cause string, diags *diag.Diagnostics) {
+	mirror, topic := state.MirrorName.ValueString(), state.Topic.ValueString()
+	t := describeForPlan(ctx, client, state)
+	if t != nil && ownedElsewhere(t.Owner, state.OwnerID.ValueString()) {
+		diags.AddWarning(fmt.Sprintf("Topic %q is managed by another resource", topic),
+			fmt.Sprintf("%s does not stop topic %q of cluster mirror %q: the worker records it as owned by %s, not by this "+
+				"resource (owner_id %q). A destroy only removes this resource from the state; a change of state is refused.",
+				cause, topic, mirror, t.Owner, state.OwnerID.ValueString()))
+		return
+	}
+	ps, live := lastPartitions(ctx, t, state)
+	summary, detail := failoverWarning(mirror, topic, cause, ps, live)
+	if sourceTopicGone(ctx, client, mirror, topic) {
+		detail += fmt.Sprintf("\n\nTopic %q no longer exists on the source cluster: nothing more could be copied anyway.", topic)
+	}
+	diags.AddWarning(summary, detail)
+}
+
+// ownedElsewhere reports whether a topic recorded with owner belongs to another resource
+// than the one whose owner_id is mine.
+func ownedElsewhere(owner, mine string) bool {
+	return owner != "" && owner != mine
+}
+
+// lastPartitions is the live description's partitions (live = true), else the last
+// refresh's.
+func lastPartitions(ctx context.Context, t *api.Topic, state *mirrorTopicResourceModel) (ps []api.Partition, live bool) {
+	if t != nil {
+		return t.Partitions, true
 	}
 	ps, _ = partitionsFromList(ctx, state.Partitions)
 	return ps, false
+}
+
+// describeForPlan describes the topic live for a plan's message; nil when the worker
+// cannot be asked, and the message then uses the last refresh.
+func describeForPlan(ctx context.Context, client *api.Client, state *mirrorTopicResourceModel) *api.Topic {
+	if client == nil {
+		return nil
+	}
+	t, err := liveTopic(ctx, client, state.MirrorName.ValueString(), state.Topic.ValueString())
+	if err != nil {
+		tflog.Warn(ctx, "describing the mirror topic for the plan warning failed; using the last refresh", map[string]any{"error": err.Error()})
+		return nil
+	}
+	return t
+}
+
+// currentPartitions returns the topic's partitions, live from the worker when it can be
+// asked (live = true), else as of the last refresh.
+func (r *MirrorTopicResource) currentPartitions(ctx context.Context, client *api.Client, state *mirrorTopicResourceModel) (ps []api.Partition, live bool) {
+	return lastPartitions(ctx, describeForPlan(ctx, client, state), state)
 }
 
 func (r *MirrorTopicResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -353,13 +512,19 @@ func (r *MirrorTopicResource) Create(ctx context.Context, req resource.CreateReq
 	ctx = tflog.SetField(ctx, "topic", topic)
 
 	deadline := time.Now().Add(timeout)
-	tflog.Debug(ctx, "starting mirror topic", map[string]any{"divergence": plan.Divergence.ValueString()})
-	if !r.command(ctx, client, "start", mirror, topic, plan.Divergence.ValueString(), &resp.Diagnostics) {
+	owner, err := newOwnerID()
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot create mirror topic", "Generating the owner id failed: "+err.Error())
+		return
+	}
+	plan.OwnerID = types.StringValue(owner)
+	tflog.Debug(ctx, "starting mirror topic", map[string]any{"divergence": plan.Divergence.ValueString(), "owner_id": owner})
+	if !r.command(ctx, client, api.ActionStart, mirror, topic, api.TopicsRequest{Divergence: plan.Divergence.ValueString(), Owner: owner}, &resp.Diagnostics) {
 		return
 	}
 	t, err := waitForPartitions(ctx, client, mirror, topic, api.StateMirroring, deadline, "create", timeout)
 	if err == nil && target == api.DesiredPaused {
-		if !r.command(ctx, client, "pause", mirror, topic, "", &resp.Diagnostics) {
+		if !r.command(ctx, client, api.ActionPause, mirror, topic, api.TopicsRequest{Owner: owner}, &resp.Diagnostics) {
 			r.saveAfterFailure(ctx, &plan, t, &resp.State, &resp.Diagnostics)
 			return
 		}
@@ -403,34 +568,42 @@ func (r *MirrorTopicResource) saveAfterFailure(ctx context.Context, m *mirrorTop
 	diags.Append(st.Set(ctx, m)...)
 }
 
+// newOwnerID is a new resource's owner id: 128 random bits.
+func newOwnerID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// topicCommand sends one topic command (req without its topics) and returns the topic's
+// result as an error.
+func topicCommand(ctx context.Context, client *api.Client, action, mirror, topic string, req api.TopicsRequest) error {
+	req.Topics = []string{topic}
+	results, err := client.TopicCommand(ctx, mirror, action, req)
+	switch {
+	case err != nil:
+		return err
+	case len(results) != 1:
+		return fmt.Errorf("the worker answered with %d results for one topic", len(results))
+	}
+	return results[0].Err()
+}
+
 // command sends one topic command and reports a refusal as an error diagnostic.
-func (r *MirrorTopicResource) command(ctx context.Context, client *api.Client, action, mirror, topic, divergence string, diags *diag.Diagnostics) bool {
-	var results []api.TopicResult
-	var err error
-	switch action {
-	case "start":
-		results, err = client.StartTopics(ctx, mirror, []string{topic}, divergence)
-	case "stop":
-		results, err = client.StopTopics(ctx, mirror, []string{topic})
-	case "pause":
-		results, err = client.PauseTopics(ctx, mirror, []string{topic})
-	case "resume":
-		results, err = client.ResumeTopics(ctx, mirror, []string{topic})
-	}
-	if err == nil {
-		if len(results) != 1 {
-			err = fmt.Errorf("the worker answered with %d results for one topic", len(results))
-		} else {
-			err = results[0].Err()
-		}
-	}
+func (r *MirrorTopicResource) command(ctx context.Context, client *api.Client, action, mirror, topic string, req api.TopicsRequest, diags *diag.Diagnostics) bool {
+	err := topicCommand(ctx, client, action, mirror, topic, req)
 	if err == nil {
 		tflog.Debug(ctx, "mirror topic command accepted", map[string]any{"action": action})
 		return true
 	}
 	detail := fmt.Sprintf("The worker refused or failed to %s topic %q of cluster mirror %q: %v", action, topic, mirror, err)
 	switch {
-	case action == "start" && api.IsCode(err, api.CodeTopicAlreadyInClusterMirror):
+	case api.IsCode(err, api.CodeMirrorTopicOwnerMismatch):
+		detail += "\n\nAnother kafkamirror_mirror_topic manages this topic. If you renamed a resource or a for_each key, " +
+			"add a moved block from the old address to the new one instead of creating a second resource."
+	case action == api.ActionStart && api.IsCode(err, api.CodeTopicAlreadyInClusterMirror):
 		detail += fmt.Sprintf("\n\nIf the topic is already mirrored over %q outside Terraform, import it: terraform import <address> %s/%s", mirror, mirror, topic)
 	case api.IsCode(err, api.CodeUnknownClusterMirror):
 		detail += "\n\nCreate the cluster mirror first (kafkamirror_cluster_mirror), and refer to it so Terraform orders the two."
@@ -477,6 +650,19 @@ func (r *MirrorTopicResource) Read(ctx context.Context, req resource.ReadRequest
 			state.Divergence = types.StringValue(t.Divergence)
 		}
 	}
+	if state.OwnerID.IsNull() {
+		// An import (or a state from before owners): become the topic's recorded owner, or,
+		// for a topic nobody owns, a new one, which the worker records at the first command.
+		owner := t.Owner
+		if owner == "" {
+			if owner, err = newOwnerID(); err != nil {
+				resp.Diagnostics.AddError("Cannot read mirror topic", "Generating the owner id failed: "+err.Error())
+				return
+			}
+		}
+		state.OwnerID = types.StringValue(owner)
+	}
+	state.Timeouts = withDefaultTimeouts(state.Timeouts)
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }
 
@@ -499,10 +685,11 @@ func (r *MirrorTopicResource) Update(ctx context.Context, req resource.UpdateReq
 	ctx = tflog.SetField(ctx, "mirror", mirror)
 	ctx = tflog.SetField(ctx, "topic", topic)
 
-	var action, divergence string
+	cmd := api.TopicsRequest{Owner: plan.OwnerID.ValueString()}
+	var action string
 	switch {
 	case from == to && to == api.DesiredMirroring && plan.Partitions.IsUnknown():
-		action, divergence = "start", plan.Divergence.ValueString() // restart FAILED partitions (see ModifyPlan)
+		action, cmd.Divergence = api.ActionStart, plan.Divergence.ValueString() // restart FAILED partitions (see ModifyPlan)
 	case from == to:
 		// Only divergence or timeouts changed: nothing to tell the worker.
 		plan.Partitions = state.Partitions
@@ -510,16 +697,16 @@ func (r *MirrorTopicResource) Update(ctx context.Context, req resource.UpdateReq
 		resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 		return
 	case to == api.DesiredStopped:
-		action = "stop"
+		action = api.ActionStop
 	case to == api.DesiredPaused:
-		action = "pause"
+		action = api.ActionPause
 	case from == api.DesiredPaused:
-		action = "resume"
+		action = api.ActionResume
 	default: // stopped → mirroring: restart, or failback
-		action, divergence = "start", plan.Divergence.ValueString()
+		action, cmd.Divergence = api.ActionStart, plan.Divergence.ValueString()
 	}
 	tflog.Debug(ctx, "changing mirror topic state", map[string]any{"from": from, "to": to, "action": action})
-	if !r.command(ctx, client, action, mirror, topic, divergence, &resp.Diagnostics) {
+	if !r.command(ctx, client, action, mirror, topic, cmd, &resp.Diagnostics) {
 		return
 	}
 	target := targetPartitionState(to)
@@ -553,13 +740,17 @@ func (r *MirrorTopicResource) Delete(ctx context.Context, req resource.DeleteReq
 	ctx = tflog.SetField(ctx, "mirror", mirror)
 	ctx = tflog.SetField(ctx, "topic", topic)
 
-	// Destroy is a failover: stop, and keep the destination topic and its data.
-	results, err := client.StopTopics(ctx, mirror, []string{topic})
-	if err == nil && len(results) == 1 {
-		err = results[0].Err()
-	}
+	// Destroy is a failover: stop, and keep the destination topic and its data. The release
+	// hands the topic back, so another resource may start it later; a topic that another
+	// resource owns by now is not stopped.
+	err := topicCommand(ctx, client, api.ActionStop, mirror, topic, api.TopicsRequest{Owner: state.OwnerID.ValueString(), Release: true})
 	switch {
 	case err == nil:
+	case api.IsCode(err, api.CodeMirrorTopicOwnerMismatch):
+		resp.Diagnostics.AddWarning(fmt.Sprintf("Topic %q not stopped: another resource manages it", topic),
+			fmt.Sprintf("This kafkamirror_mirror_topic is removed from the state, and topic %q of cluster mirror %q keeps its state: %v",
+				topic, mirror, err))
+		return
 	case api.IsCode(err, api.CodeMirrorTopicAlreadyStopped):
 		tflog.Debug(ctx, "mirror topic already stopped")
 	case api.IsCode(err, api.CodeTopicNotInClusterMirror), api.IsCode(err, api.CodeUnknownClusterMirror):

@@ -66,7 +66,18 @@ func rawValue(t *testing.T, s resource.SchemaResponse, m *mirrorTopicResourceMod
 // fakeWorker answers GET /v1/mirrors/m/topics/orders with topic.
 func fakeWorker(t *testing.T, topic *api.Topic) *api.Client {
 	t.Helper()
+	return fakeWorkerWithSource(t, topic, nil)
+}
+
+// fakeWorkerWithSource is fakeWorker whose mirror m lists source (nil: the source cannot be
+// asked) as the source's topics matching any pattern.
+func fakeWorkerWithSource(t *testing.T, topic *api.Topic, source []string) *api.Client {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/mirrors/m/source-topics" && source != nil {
+			_ = json.NewEncoder(w).Encode(api.SourceTopics{Topics: source})
+			return
+		}
 		if r.Method != http.MethodGet || r.URL.Path != "/v1/mirrors/m/topics/orders" || topic == nil {
 			w.WriteHeader(http.StatusNotFound)
 			_ = json.NewEncoder(w).Encode(api.ErrorBody{ErrorCode: api.CodeTopicNotInClusterMirror, Message: "no"})
@@ -287,5 +298,96 @@ func TestPartitionsModifier(t *testing.T) {
 	}
 	if got := run("mirroring", "paused"); !got.IsUnknown() {
 		t.Errorf("state change: partitions planned %s, want unknown", got)
+	}
+}
+
+// TestModifyPlanUnchangedStoppedTopicIsQuiet: a plan that changes nothing warns of nothing.
+func TestModifyPlanUnchangedStoppedTopicIsQuiet(t *testing.T) {
+	ps := partitions(api.StateStopped, 0, 4)
+	live := &api.Topic{Mirror: "m", Topic: "orders", DesiredState: api.DesiredStopped, Partitions: ps}
+	prior, planned := topicModel("stopped", "fail", ps), topicModel("stopped", "fail", ps)
+	if resp := modifyPlan(t, fakeWorkerWithSource(t, live, []string{"orders"}), &prior, &planned); len(resp.Diagnostics) != 0 {
+		t.Fatalf("a plan without changes:\n%s", messages(resp.Diagnostics))
+	}
+}
+
+// TestModifyPlanCreateChecksTheOwner: a new resource for a topic another resource owns, or
+// that mirrors already, is refused at plan time; a stopped topic nobody owns may be
+// started; a topic missing on the source gets a warning.
+func TestModifyPlanCreateChecksTheOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		live   *api.Topic
+		source []string
+		want   []string // in the diagnostics; none when empty
+		err    bool
+	}{
+		{"owned by another resource", &api.Topic{DesiredState: api.DesiredMirroring, Owner: "other-owner"}, nil,
+			[]string{"Mirror topic managed by another resource", "owned by other-owner", "moved {", "from = <old address>", "terraform import <address> m/orders"}, true},
+		{"stopped, owned", &api.Topic{DesiredState: api.DesiredStopped, Owner: "other-owner"}, nil, []string{"moved {"}, true},
+		{"mirrored outside Terraform", &api.Topic{DesiredState: api.DesiredPaused}, nil,
+			[]string{"Mirror topic already mirrored", `already paused in cluster mirror "m"`, "terraform import <address> m/orders"}, true},
+		{"stopped, released", &api.Topic{DesiredState: api.DesiredStopped}, nil, nil, false},
+		{"new, on the source", nil, []string{"orders"}, nil, false},
+		{"new, missing on the source", nil, []string{}, []string{`Source topic "orders" does not exist`, "starting it fails"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			planned := topicModel("mirroring", "fail", nil)
+			resp := modifyPlan(t, fakeWorkerWithSource(t, tc.live, tc.source), nil, &planned)
+			got := messages(resp.Diagnostics)
+			if resp.Diagnostics.HasError() != tc.err || (len(tc.want) == 0) != (len(resp.Diagnostics) == 0) {
+				t.Fatalf("diagnostics:\n%s", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("diagnostics lack %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
+
+// TestModifyPlanDestroyOfATopicOwnedElsewhere: a destroy that will not stop the topic says
+// so instead of warning of a failover.
+func TestModifyPlanDestroyOfATopicOwnedElsewhere(t *testing.T) {
+	ps := partitions(api.StateMirroring, 2)
+	prior := topicModel("mirroring", "fail", ps)
+	prior.OwnerID = types.StringValue("mine")
+	for owner, want := range map[string]string{
+		"other": `Destroying this kafkamirror_mirror_topic does not stop topic "orders" of cluster mirror "m": the worker records it as owned by other`,
+		"mine":  `Failover: topic "orders" stops mirroring`,
+	} {
+		live := &api.Topic{Mirror: "m", Topic: "orders", DesiredState: api.DesiredMirroring, Owner: owner, Partitions: ps}
+		w := messages(modifyPlan(t, fakeWorker(t, live), &prior, nil).Diagnostics)
+		if !strings.Contains(w, want) {
+			t.Errorf("owner %s: diagnostics lack %q:\n%s", owner, want, w)
+		}
+	}
+}
+
+// TestModifyPlanSourceTopicGone: partitions FAILED because the source topic was deleted are
+// not restarted (it would fail the same way); the plan says what is left to do.
+func TestModifyPlanSourceTopicGone(t *testing.T) {
+	ps := partitions(api.StateFailed, 0, 0)
+	for i := range ps {
+		ps[i].RetryAttempt, ps[i].SourceOffset, ps[i].Error = -1, -1, `topic "orders" does not exist on the source cluster`
+	}
+	prior, planned := topicModel("mirroring", "fail", ps), topicModel("mirroring", "fail", ps)
+	resp := modifyPlan(t, fakeWorkerWithSource(t, nil, []string{}), &prior, &planned)
+	w := messages(resp.Diagnostics)
+	for _, want := range []string{`Source topic "orders" no longer exists`, "partition 1: FAILED", `state = "stopped"`} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warning lacks %q:\n%s", want, w)
+		}
+	}
+	var got types.List
+	resp.Plan.GetAttribute(context.Background(), path.Root("partitions"), &got)
+	if got.IsUnknown() {
+		t.Fatal("the plan restarts the partitions of a topic the source no longer has")
+	}
+	// For the destroy that follows (the topic left a for_each listing), the failover
+	// warning says why nothing more could be copied.
+	if w := messages(modifyPlan(t, fakeWorkerWithSource(t, nil, []string{}), &prior, nil).Diagnostics); !strings.Contains(w, `Topic "orders" no longer exists on the source cluster`) {
+		t.Errorf("destroy warning:\n%s", w)
 	}
 }

@@ -133,8 +133,8 @@ func findTerraformCLI() string {
 
 // --- provider factories that record plan warnings ---
 
-// planRecorder records the warnings the provider returns from PlanResourceChange and
-// ReadResource (refresh), as the terraform CLI receives them. terraform-plugin-testing does not expose warnings, so the
+// planRecorder records the warnings the provider returns from PlanResourceChange,
+// ReadResource (refresh) and ApplyResourceChange, as the terraform CLI receives them. terraform-plugin-testing does not expose warnings, so the
 // tests wrap the in-process provider server.
 type planRecorder struct {
 	mu       sync.Mutex
@@ -199,6 +199,14 @@ func (r *planRecorder) record(ds []*tfprotov6.Diagnostic) {
 			r.warnings = append(r.warnings, d.Summary+": "+d.Detail)
 		}
 	}
+}
+
+func (s *recordingServer) ApplyResourceChange(ctx context.Context, req *tfprotov6.ApplyResourceChangeRequest) (*tfprotov6.ApplyResourceChangeResponse, error) {
+	resp, err := s.ProviderServer.ApplyResourceChange(ctx, req)
+	if resp != nil {
+		s.rec.record(resp.Diagnostics)
+	}
+	return resp, err
 }
 
 func (s *recordingServer) PlanResourceChange(ctx context.Context, req *tfprotov6.PlanResourceChangeRequest) (*tfprotov6.PlanResourceChangeResponse, error) {
