@@ -28,6 +28,8 @@ const (
 	CodeInvalidRequest              = "INVALID_REQUEST"
 	CodeClusterAuthorizationFailed  = "CLUSTER_AUTHORIZATION_FAILED"
 	CodeUnknownServerError          = "UNKNOWN_SERVER_ERROR"
+	// CodeUnsupportedVersion: a cluster too old for its side of a mirror.
+	CodeUnsupportedVersion = "UNSUPPORTED_VERSION"
 
 	// CodeAuthenticationFailed: no or a wrong bearer token (401).
 	CodeAuthenticationFailed = "AUTHENTICATION_FAILED"
@@ -50,7 +52,7 @@ func StatusFor(code string) int {
 	case CodeClusterMirrorAlreadyExists, CodeClusterMirrorNotEmpty, CodeTopicAlreadyInClusterMirror,
 		CodeMirrorTopicAlreadyStopped, CodeSourceClusterIDMismatch, CodeMirrorTopicOwnerMismatch:
 		return http.StatusConflict
-	case CodeSaslAuthenticationFailed:
+	case CodeSaslAuthenticationFailed, CodeUnsupportedVersion:
 		// The source refused the credentials of the request (or of the stored mirror):
 		// the same request would be refused again, so it is the caller's to fix.
 		return http.StatusBadRequest

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
@@ -56,6 +57,8 @@ type config struct {
 	aclPassword string
 	users       map[string]string // ordinary SCRAM users: no permissions until ACLs grant them
 	markerDelay time.Duration
+
+	maxVersions *kversion.Versions // kfake answers as this Kafka release would; nil: all it has
 
 	kafkaVersion  string            // a real Apache Kafka cluster of this version; "" for kfake
 	brokerConfigs map[string]string // real brokers' server.properties overrides
@@ -108,6 +111,10 @@ func User(name, password string) Option {
 // the log after EndTxn succeeded (default DefaultMarkerDelay).
 func MarkerDelay(d time.Duration) Option { return func(c *config) { c.markerDelay = d } }
 
+// MaxVersions makes a kfake cluster advertise only the requests and versions of v (for
+// example kversion.V2_8_0()), as that Kafka release would.
+func MaxVersions(v *kversion.Versions) Option { return func(c *config) { c.maxVersions = v } }
+
 // Kafka makes the cluster a real Apache Kafka cluster of version (KafkaNewest,
 // KafkaOldest, …) fetched from Maven Central by FetchKafka, instead of kfake. The cluster
 // id is a Kafka Uuid chosen at format time (ClusterID is ignored: read ID); Lenient and
@@ -159,6 +166,9 @@ func Start(opts ...Option) (*Cluster, error) {
 	}
 	if cfg.dataDir != "" {
 		kopts = append(kopts, kfake.DataDir(cfg.dataDir), kfake.SyncWrites())
+	}
+	if cfg.maxVersions != nil {
+		kopts = append(kopts, kfake.MaxVersions(cfg.maxVersions))
 	}
 	if cfg.aclUser != "" {
 		kopts = append(kopts,

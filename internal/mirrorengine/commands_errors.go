@@ -25,6 +25,7 @@ const (
 	CodeInvalidRequest              ErrorCode = "INVALID_REQUEST"
 	CodeClusterAuthorizationFailed  ErrorCode = "CLUSTER_AUTHORIZATION_FAILED"
 	CodeUnknownServerError          ErrorCode = "UNKNOWN_SERVER_ERROR"
+	CodeUnsupportedVersion          ErrorCode = "UNSUPPORTED_VERSION"
 )
 
 // CommandError is a command's refusal or failure: a KIP error name and what went wrong.

@@ -114,9 +114,12 @@ func (e *Engine) withSourceClient(ctx context.Context, conn SourceConnection, fn
 	defer cl.Close()
 	err = fn(ctx, cl)
 	servers := strings.Join(conn.BootstrapServers, ",")
+	var unsupported *UnsupportedBrokerError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &unsupported):
+		return cmdErr(CodeUnsupportedVersion, "source cluster at %s: %v", servers, err)
 	case conn.SASL != nil && (watch.refused.Load() || errors.Is(err, kerr.SaslAuthenticationFailed)):
 		why := "the broker closed the connection instead of accepting the credentials"
 		if errors.Is(err, kerr.SaslAuthenticationFailed) {

@@ -81,6 +81,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaching the destination cluster: %w", err)
 	}
+	if err := checkBrokerVersions(ctx, cfg.Destination, "destination"); err != nil {
+		return nil, err
+	}
 	store, err := OpenStore(ctx, cfg.Destination, cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", storeTopic(cfg.Store), err)
@@ -326,8 +329,10 @@ func (e *Engine) putMirror(ctx context.Context, m MirrorRecord) error {
 func (e *Engine) probeSource(ctx context.Context, conn SourceConnection) (string, *CommandError) {
 	var id string
 	cerr := e.withSourceClient(ctx, conn, func(ctx context.Context, cl *kgo.Client) (err error) {
-		id, err = clusterID(ctx, cl)
-		return err
+		if id, err = clusterID(ctx, cl); err != nil {
+			return err
+		}
+		return checkBrokerVersions(ctx, cl, "source")
 	})
 	return id, cerr
 }
