@@ -1,7 +1,8 @@
 package main
 
 // describe and list: the KIP tool's (kafka-cluster-mirrors.sh) tables, read through the
-// HTTP API like any other client, so they work against a remote worker too.
+// HTTP API like any other client, so they work against a remote worker too; and what the
+// client commands share (cli_commands.go has the others).
 
 import (
 	"context"
@@ -12,7 +13,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -77,72 +80,107 @@ func (c *clientFlags) client(getenv func(string) (string, bool)) (*api.Client, e
 	return api.NewClient(cfg)
 }
 
-func parseCLI(fs *flag.FlagSet, args []string, stderr io.Writer) (ok bool, code int) {
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return false, 0
-		}
-		return false, 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return false, 2
-	}
-	return true, 0
+// clientCLI is a subcommand that talks to a running worker: its flags (the worker
+// connection's and its own) and the required ones among them.
+type clientCLI struct {
+	name     string
+	fs       *flag.FlagSet
+	cf       clientFlags
+	required map[string]*string
+	stderr   io.Writer
 }
 
-func describeCommand(args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) int {
-	fs := flag.NewFlagSet("kafkamirror-worker describe", flag.ContinueOnError)
-	var cf clientFlags
-	cf.register(fs)
-	mirror := fs.String("mirror", "", "describe only this mirror")
-	failed := fs.Bool("failed", false, "only FAILED partitions, with their retry attempt and error")
-	asJSON := fs.Bool("json", false, "print the topic descriptions as JSON")
-	if ok, code := parseCLI(fs, args, stderr); !ok {
-		return code
+// newClientCLI starts a subcommand's flags; synopsis follows its name in the usage line.
+func newClientCLI(name, synopsis string, stderr io.Writer) *clientCLI {
+	c := &clientCLI{name: name, fs: flag.NewFlagSet("kafkamirror-worker "+name, flag.ContinueOnError), required: map[string]*string{}, stderr: stderr}
+	c.fs.SetOutput(stderr)
+	c.fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: kafkamirror-worker %s %s [flags]\n\n", name, synopsis)
+		c.fs.PrintDefaults()
 	}
-	cl, err := cf.client(getenv)
-	if err != nil {
-		fmt.Fprintf(stderr, "kafkamirror-worker describe: %v\n", err)
+	c.cf.register(c.fs)
+	return c
+}
+
+// mirrorFlag registers the required --mirror.
+func (c *clientCLI) mirrorFlag() *string {
+	m := c.fs.String("mirror", "", "name of the cluster mirror (required)")
+	c.require("mirror", m)
+	return m
+}
+
+func (c *clientCLI) require(flagName string, v *string) { c.required[flagName] = v }
+
+// run parses args and calls fn with a client of the worker, within timeout. It returns the
+// exit code: 2 for a usage error, 1 when fn fails.
+func (c *clientCLI) run(args []string, getenv func(string) (string, bool), timeout time.Duration, fn func(context.Context, *api.Client) error) int {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
-	defer cancel()
-	topics, err := describeTopics(ctx, cl, *mirror)
-	if err != nil {
-		fmt.Fprintf(stderr, "kafkamirror-worker describe: %v\n", err)
-		return 1
+	if c.fs.NArg() > 0 {
+		fmt.Fprintf(c.stderr, "kafkamirror-worker %s: unexpected argument %q\n", c.name, c.fs.Arg(0))
+		return 2
 	}
-	if *failed {
-		topics = onlyFailed(topics)
-	}
-	if *asJSON {
-		return printJSON(stdout, stderr, topics)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	if *failed {
-		fmt.Fprintln(tw, "MIRROR\tTOPIC\tPARTITION\tRETRY\tERROR")
-	} else {
-		fmt.Fprintln(tw, "MIRROR\tTOPIC\tPARTITION\tSOURCE-OFFSET\tDESTINATION-OFFSET\tLAG\tSTATE")
-	}
-	for _, t := range topics {
-		for _, p := range t.Partitions {
-			if *failed {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Mirror, t.Topic, p.Partition, retryText(p.RetryAttempt), oneLine(p.Error))
-				continue
-			}
-			lag := "-"
-			if p.SourceOffset >= 0 && p.DestinationOffset >= 0 {
-				lag = strconv.FormatInt(p.Lag, 10)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.Mirror, t.Topic, p.Partition, offsetText(p.SourceOffset), offsetText(p.DestinationOffset), lag, p.State)
+	for _, name := range slices.Sorted(maps.Keys(c.required)) {
+		if *c.required[name] == "" {
+			fmt.Fprintf(c.stderr, "kafkamirror-worker %s: --%s is required\n", c.name, name)
+			return 2
 		}
 	}
-	if err := tw.Flush(); err != nil {
+	cl, err := c.cf.client(getenv)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "kafkamirror-worker %s: %v\n", c.name, err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := fn(ctx, cl); err != nil {
+		fmt.Fprintf(c.stderr, "kafkamirror-worker %s: %v\n", c.name, err)
 		return 1
 	}
 	return 0
+}
+
+func describeCommand(args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) int {
+	c := newClientCLI("describe", "[--mirror NAME] [--failed] [--json]", stderr)
+	mirror := c.fs.String("mirror", "", "describe only this mirror")
+	failed := c.fs.Bool("failed", false, "only FAILED partitions, with their retry attempt and error")
+	asJSON := c.fs.Bool("json", false, "print the topic descriptions as JSON")
+	return c.run(args, getenv, cliTimeout, func(ctx context.Context, cl *api.Client) error {
+		topics, err := describeTopics(ctx, cl, *mirror)
+		if err != nil {
+			return err
+		}
+		if *failed {
+			topics = onlyFailed(topics)
+		}
+		if *asJSON {
+			return printJSON(stdout, topics)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		if *failed {
+			fmt.Fprintln(tw, "MIRROR\tTOPIC\tPARTITION\tRETRY\tERROR")
+		} else {
+			fmt.Fprintln(tw, "MIRROR\tTOPIC\tPARTITION\tSOURCE-OFFSET\tDESTINATION-OFFSET\tLAG\tSTATE")
+		}
+		for _, t := range topics {
+			for _, p := range t.Partitions {
+				if *failed {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Mirror, t.Topic, p.Partition, retryText(p.RetryAttempt), oneLine(p.Error))
+					continue
+				}
+				lag := "-"
+				if p.SourceOffset >= 0 && p.DestinationOffset >= 0 {
+					lag = strconv.FormatInt(p.Lag, 10)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.Mirror, t.Topic, p.Partition, offsetText(p.SourceOffset), offsetText(p.DestinationOffset), lag, p.State)
+			}
+		}
+		return tw.Flush()
+	})
 }
 
 // describeTopics describes every topic of one mirror, or of all mirrors.
@@ -212,45 +250,32 @@ func retryText(attempt int16) string {
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func listCommand(args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) int {
-	fs := flag.NewFlagSet("kafkamirror-worker list", flag.ContinueOnError)
-	var cf clientFlags
-	cf.register(fs)
-	asJSON := fs.Bool("json", false, "print the mirrors as JSON")
-	if ok, code := parseCLI(fs, args, stderr); !ok {
-		return code
-	}
-	cl, err := cf.client(getenv)
-	if err != nil {
-		fmt.Fprintf(stderr, "kafkamirror-worker list: %v\n", err)
-		return 2
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
-	defer cancel()
-	mirrors, err := cl.ListMirrors(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "kafkamirror-worker list: %v\n", err)
-		return 1
-	}
-	if *asJSON {
-		return printJSON(stdout, stderr, mirrors)
-	}
+	c := newClientCLI("list", "[--json]", stderr)
+	asJSON := c.fs.Bool("json", false, "print the mirrors as JSON")
+	return c.run(args, getenv, cliTimeout, func(ctx context.Context, cl *api.Client) error {
+		mirrors, err := cl.ListMirrors(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, mirrors)
+		}
+		return printMirrors(stdout, mirrors)
+	})
+}
+
+// printMirrors prints the KIP tool's list table.
+func printMirrors(stdout io.Writer, mirrors []api.Mirror) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MIRROR\tTOPICS\tSOURCE-CLUSTER-ID\tSOURCE-BOOTSTRAP")
 	for _, m := range mirrors {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", m.Name, m.TopicCount, m.SourceClusterID, strings.Join(m.Source.BootstrapServers, ","))
 	}
-	if err := tw.Flush(); err != nil {
-		return 1
-	}
-	return 0
+	return tw.Flush()
 }
 
-func printJSON(stdout, stderr io.Writer, v any) int {
+func printJSON(stdout io.Writer, v any) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(stderr, "kafkamirror-worker: %v\n", err)
-		return 1
-	}
-	return 0
+	return enc.Encode(v)
 }

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -241,5 +246,100 @@ func TestWorkerSourceAuthenticationFailure(t *testing.T) {
 	want("update", err, "SCRAM-SHA-256", time.Since(start))
 	if topics, err := c.SourceTopics(ctxT(t), "m", ""); err != nil {
 		t.Fatalf("the mirror kept its working credentials, yet its listing failed: %v (%v)", err, topics)
+	}
+}
+
+// operator runs a CLI command against w and returns its stdout (table rows with single
+// spaces), its stderr and its exit code.
+func operator(t *testing.T, w *workerProc, args ...string) (rows []string, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(binPath, append(args, "--worker-url", w.URL)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KAFKAMIRROR_API_TOKEN=" + w.Token}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+	}
+	for l := range strings.SplitSeq(strings.TrimSpace(out.String()), "\n") {
+		rows = append(rows, strings.Join(strings.Fields(l), " "))
+	}
+	return rows, errb.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestWorkerOperatorCommands: the runbooks' commands with the KIP tool's names and tables:
+// create a mirror from Kafka client properties, start topics by regular expression, pause,
+// resume, stop (noting that Terraform undoes it), restart, and delete.
+func TestWorkerOperatorCommands(t *testing.T) {
+	t.Parallel()
+	src, dst := kafkatest.Pair(t)
+	for _, topic := range []string{"app.orders", "app.users", "billing"} {
+		src.CreateTopic(t, topic, 1, nil)
+	}
+	w := startWorker(t, workerEnv(dst))
+	config := filepath.Join(t.TempDir(), "source.properties")
+	if err := os.WriteFile(config, []byte("# the primary\nbootstrap.servers="+strings.Join(src.Addrs(), ",")+"\nsource.cluster.id=source-cluster\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := func(what string, rows []string, stderr string, code int, wantCode int, wantRows ...string) {
+		t.Helper()
+		if code != wantCode || strings.Join(rows, "\n") != strings.Join(wantRows, "\n") {
+			t.Fatalf("%s: exit %d (want %d)\n%s\nstderr: %s\nwant:\n%s", what, code, wantCode, strings.Join(rows, "\n"), stderr, strings.Join(wantRows, "\n"))
+		}
+	}
+	rows, stderr, code := operator(t, w, "create", "--mirror", "m", "--mirror-config", config)
+	want("create", rows, stderr, code, 0, "MIRROR TOPICS SOURCE-CLUSTER-ID SOURCE-BOOTSTRAP", "m 0 source-cluster "+strings.Join(src.Addrs(), ","))
+
+	rows, stderr, code = operator(t, w, "start", "--mirror", "m", "--topics", `app\..*`)
+	want("start", rows, stderr, code, 0, "MIRROR TOPIC RESULT MESSAGE", "m app.orders OK", "m app.users OK")
+	for _, topic := range []string{"app.orders", "app.users"} {
+		waitTopic(t, w.Client, "m", topic, "MIRRORING", inState(api.StateMirroring))
+	}
+	rows, stderr, code = operator(t, w, "start", "--mirror", "m", "--topics", "app.orders,nope")
+	want("start again", rows, stderr, code, 1, "MIRROR TOPIC RESULT MESSAGE",
+		`m app.orders TOPIC_ALREADY_IN_CLUSTER_MIRROR topic "app.orders" is already mirroring in cluster mirror "m"`,
+		`m nope UNKNOWN_TOPIC_OR_PARTITION topic "nope" does not exist on the source cluster`)
+	if !strings.Contains(stderr, "2 of 2 topics failed") {
+		t.Fatalf("stderr: %s", stderr)
+	}
+
+	rows, stderr, code = operator(t, w, "pause", "--mirror", "m", "--topics", "app.users")
+	want("pause", rows, stderr, code, 0, "MIRROR TOPIC RESULT MESSAGE", "m app.users OK")
+	waitTopic(t, w.Client, "m", "app.users", "PAUSED", inState(api.StatePaused))
+	rows, stderr, code = operator(t, w, "resume", "--mirror", "m", "--topics", "app.users")
+	want("resume", rows, stderr, code, 0, "MIRROR TOPIC RESULT MESSAGE", "m app.users OK")
+	waitTopic(t, w.Client, "m", "app.users", "MIRRORING again", inState(api.StateMirroring))
+
+	rows, stderr, code = operator(t, w, "delete", "--mirror", "m")
+	if code != 1 || !strings.Contains(stderr, "CLUSTER_MIRROR_NOT_EMPTY") {
+		t.Fatalf("delete while mirroring: exit %d, %v, %s", code, rows, stderr)
+	}
+
+	// A topic Terraform manages (it has an owner): the stop says the next apply undoes it.
+	if r := command(t, w.Client, api.ActionPause, api.TopicsRequest{Topics: []string{"app.orders"}, Owner: "terraform-resource"}); r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	rows, stderr, code = operator(t, w, "stop", "--mirror", "m", "--topics", "app.orders,app.users")
+	want("stop", rows, stderr, code, 0, "MIRROR TOPIC RESULT MESSAGE", "m app.orders OK final group offset sync: synced", "m app.users OK final group offset sync: synced")
+	if !strings.Contains(stderr, `note: Terraform manages app.orders (kafkamirror_mirror_topic): the next terraform apply changes it back unless its configuration says state = "stopped"`) {
+		t.Fatalf("stop's stderr: %s", stderr)
+	}
+	for _, topic := range []string{"app.orders", "app.users"} {
+		waitTopic(t, w.Client, "m", topic, "STOPPED", inState(api.StateStopped))
+	}
+	rows, stderr, code = operator(t, w, "start", "--mirror", "m", "--topics", "app.users")
+	want("restart", rows, stderr, code, 0, "MIRROR TOPIC RESULT MESSAGE", "m app.users OK")
+	waitTopic(t, w.Client, "m", "app.users", "MIRRORING after the restart", inState(api.StateMirroring))
+	rows, stderr, code = operator(t, w, "stop", "--mirror", "m", "--topics", "app.users")
+	want("stop again", rows, stderr, code, 0, "MIRROR TOPIC RESULT MESSAGE", "m app.users OK final group offset sync: synced")
+	waitTopic(t, w.Client, "m", "app.users", "STOPPED again", inState(api.StateStopped))
+
+	rows, stderr, code = operator(t, w, "delete", "--mirror", "m")
+	want("delete", rows, stderr, code, 0, "MIRROR RESULT", "m DELETED")
+	rows, stderr, code = operator(t, w, "stop", "--mirror", "m", "--topics", "app.orders")
+	if code != 1 || !strings.Contains(stderr, "UNKNOWN_CLUSTER_MIRROR") {
+		t.Fatalf("stop on a deleted mirror: exit %d, %v, %s", code, rows, stderr)
 	}
 }

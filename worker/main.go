@@ -9,6 +9,9 @@
 //	kafkamirror-worker demo [flags]      source 127.0.0.1:19092, destination 127.0.0.1:29092
 //	kafkamirror-worker describe [--mirror M] [--failed] [--json]
 //	kafkamirror-worker list [--json]
+//	kafkamirror-worker create --mirror M --mirror-config FILE
+//	kafkamirror-worker delete --mirror M
+//	kafkamirror-worker start|stop|pause|resume --mirror M --topics T,...
 //
 // Settings come from a YAML file (--config, KAFKAMIRROR_CONFIG), then KAFKAMIRROR_*
 // environment variables, then flags; later sources win. `kafkamirror-worker run -h` lists
@@ -29,9 +32,9 @@
 // An invalid configuration exits with code 2 and a message naming the setting; SIGTERM or
 // SIGINT shuts down gracefully (in-flight requests and produces finish) with code 0.
 //
-// describe and list are clients of a running worker's API: --worker-url
-// (KAFKAMIRROR_WORKER_URL, default http://127.0.0.1:8080) and --api-token
-// (KAFKAMIRROR_API_TOKEN).
+// The commands other than run and demo are clients of a running worker's API, with the
+// names of the KIP's kafka-cluster-mirrors.sh: --worker-url (KAFKAMIRROR_WORKER_URL, default
+// http://127.0.0.1:8080) and --api-token (KAFKAMIRROR_API_TOKEN).
 package main
 
 import (
@@ -39,6 +42,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 )
 
 func main() {
@@ -47,7 +52,12 @@ func main() {
 
 func realMain(args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) int {
 	cmd := "run"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	switch {
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+		// Bare help: the subcommands, then the flags of run, the default one.
+		fmt.Fprint(stdout, usage+"\n")
+		return runCommand(args[:1], false, stdout, stderr, getenv)
+	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -59,6 +69,12 @@ func realMain(args []string, stdout, stderr io.Writer, getenv func(string) (stri
 		return describeCommand(args, stdout, stderr, getenv)
 	case "list":
 		return listCommand(args, stdout, stderr, getenv)
+	case "create":
+		return createCommand(args, stdout, stderr, getenv)
+	case "delete":
+		return deleteCommand(args, stdout, stderr, getenv)
+	case api.ActionStart, api.ActionStop, api.ActionPause, api.ActionResume:
+		return topicCommandCLI(cmd)(args, stdout, stderr, getenv)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -70,8 +86,20 @@ func realMain(args []string, stdout, stderr io.Writer, getenv func(string) (stri
 const usage = `Usage:
   kafkamirror-worker [run] [flags]                      run the worker (default)
   kafkamirror-worker demo [flags]                       run it on two in-process Kafka clusters
-  kafkamirror-worker describe [--mirror M] [--failed] [--json]
-  kafkamirror-worker list [--json]
 
-Run "kafkamirror-worker <command> -h" for the flags of a command.
+Commands for a running worker (the KIP's kafka-cluster-mirrors.sh), through its API:
+  kafkamirror-worker list [--json]                      the mirrors
+  kafkamirror-worker describe [--mirror M] [--failed] [--json]
+                                                        partitions: offsets, lag, state, errors
+  kafkamirror-worker create --mirror M --mirror-config FILE
+                                                        create a mirror (FILE: Kafka client properties)
+  kafkamirror-worker delete --mirror M                  delete a mirror whose topics are all stopped
+  kafkamirror-worker start --mirror M --topics T,...    start topics, or restart stopped or FAILED ones
+  kafkamirror-worker stop --mirror M --topics T,...     fail topics over (--promote: wait for lag 0 first)
+  kafkamirror-worker pause --mirror M --topics T,...    stop copying; the topics stay read-only
+  kafkamirror-worker resume --mirror M --topics T,...   copy paused topics again
+
+A change made here to a topic that Terraform manages is undone by the next terraform apply
+unless the configuration says the same. Run "kafkamirror-worker <command> -h" for the flags
+of a command.
 `
