@@ -47,6 +47,9 @@ resource "kafkamirror_mirror_topic" "orders" {
   state       = var.topic_state
 }
 
-output "orders_partitions" {
-  value = kafkamirror_mirror_topic.orders.partitions
+# The KIP's mirror.name value ("primary-to-dr", or with ".removed" after the failover). Lag
+# is left out on purpose: it moves all the time, and an output of it would make every plan
+# report a change. `kafkamirror-worker describe` shows it.
+output "orders_mirror_name" {
+  value = kafkamirror_mirror_topic.orders.mirror_name_config
 }

@@ -240,11 +240,16 @@ func (d *SourceTopicsDataSource) Metadata(_ context.Context, req datasource.Meta
 func (d *SourceTopicsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Lists the topics on a cluster mirror's source cluster whose names match a regular expression " +
-			"(internal topics excluded), for `for_each` over `kafkamirror_mirror_topic`.",
+			"(internal topics excluded), as one source broker sees them, so a deleted topic does not come back in a later " +
+			"listing.\n\n" +
+			"Give `mirror_name` as a literal: a reference to the mirror resource makes Terraform defer the read to the apply " +
+			"whenever that mirror has a pending change, and a `for_each` over the result then fails to plan. To mirror a set " +
+			"of topics, `for_each` over the `source_topics` of `kafkamirror_cluster_mirror` instead, which is known at plan " +
+			"time even when the same plan creates or changes the mirror.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{MarkdownDescription: "`<mirror_name>/<pattern>`.", Computed: true},
 			"mirror_name": schema.StringAttribute{
-				MarkdownDescription: "Name of the cluster mirror whose source is listed.",
+				MarkdownDescription: "Name of the cluster mirror whose source is listed; the mirror must exist when the plan reads it.",
 				Required:            true,
 				Validators:          []validator.String{mirrorNameValidator()},
 			},

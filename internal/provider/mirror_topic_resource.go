@@ -67,7 +67,9 @@ func (r *MirrorTopicResource) Schema(ctx context.Context, _ resource.SchemaReque
 			"Create and every state change wait until all partitions reach the target state. Changes the KIP forbids " +
 			"(`stopped` → `paused`) are rejected at plan time. Plans that fail a topic over (`state = \"stopped\"`, a destroy " +
 			"or a replacement) carry a warning naming the partitions and the records of current lag that will not be " +
-			"copied. **Destroying this resource stops mirroring (a failover); it never deletes the destination topic or its data.**",
+			"copied. **Destroying this resource stops mirroring (a failover); it never deletes the destination topic or its data.**\n\n" +
+			"The worker records which resource manages a topic (`owner_id`): rename a resource or a `for_each` key with a " +
+			"`moved` block, never by creating the new address next to the old one (the plan refuses that).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "`<mirror_name>/<topic>`, also the import ID.",

@@ -27,6 +27,18 @@ resource "kafkamirror_cluster_mirror" "eu_to_us" {
     consumer_groups = true
     group_excludes  = ["^_confluent"]
   }
+
+  # Lists the matching source topics in source_topics, known at plan time.
+  source_topics_pattern = "^orders\\."
+}
+
+# One mirror topic per matching source topic. It plans in one step, also when the same plan
+# creates the mirror or changes it in place; a topic deleted on the source is failed over.
+resource "kafkamirror_mirror_topic" "orders" {
+  for_each = toset(kafkamirror_cluster_mirror.eu_to_us.source_topics)
+
+  mirror_name = kafkamirror_cluster_mirror.eu_to_us.name
+  topic       = each.value
 }
 
 variable "eu_west_password" {
