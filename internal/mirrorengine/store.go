@@ -90,6 +90,9 @@ type Store struct {
 
 	mu sync.RWMutex
 	v  storeView
+	// records holds every key of the view, and every key whose value does not decode (a bad
+	// record), as stored: what an operator inspects and repairs.
+	records map[string]StateRecord
 	// applied is the seq of the write last applied to the view per key.
 	// Acknowledgements of concurrent writes can arrive in any order; an
 	// older write must not overwrite a newer one in the view.
@@ -196,8 +199,10 @@ func decodeEntry(k recordKey, key string, value []byte, s *Sealer, mode secretMo
 // topic that is not compacted (its records would expire), reads every
 // partition from its start to its end offset and builds the view: later
 // records of a key win and tombstones delete. Unknown keys are skipped with
-// a warning; a value this code cannot decode (a newer version, a secret it
-// cannot open) fails the load, naming the key.
+// a warning. A value this code cannot decode (garbage, a newer version, a
+// secret that does not open) stays out of the view and is kept as a bad
+// record (BadRecords), logged as a warning, until a later write of its key;
+// only secrets the configured key opens none of fail the load.
 //
 // cl is used for every request and write. It must produce with acks=all,
 // idempotently (or with one request in flight), without a transactional id
@@ -223,8 +228,9 @@ func OpenStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig) (*Store, er
 // only read access to its source's topics, and a source no worker of ours
 // writes has no reverse mirror state. Secrets are not decrypted (the other
 // cluster's worker may use another key, and failback needs none of them):
-// secret fields come back empty and cfg.Sealer is ignored. Every write
-// returns ErrReadOnlyStore.
+// secret fields come back empty and cfg.Sealer is ignored. A value that does
+// not decode fails the read, naming its key. Every write returns
+// ErrReadOnlyStore.
 func ReadStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig) (*Store, error) {
 	if cl == nil {
 		return nil, errors.New("mirror state store: no client")
@@ -234,7 +240,7 @@ func ReadStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig) (*Store, er
 	s, err := loadStore(ctx, cl, cfg, false, dropSecrets)
 	if errors.Is(err, kerr.TopicAuthorizationFailed) {
 		cfg.Logger.Info("no read access to the other cluster's mirror state: treated as no reverse mirror state", "topic", cfg.Topic)
-		return &Store{cl: cl, cfg: cfg, log: cfg.Logger, readOnly: true, v: newStoreView(), applied: map[string]uint64{}}, nil
+		return &Store{cl: cl, cfg: cfg, log: cfg.Logger, readOnly: true, v: newStoreView(), records: map[string]StateRecord{}, applied: map[string]uint64{}}, nil
 	}
 	return s, err
 }
@@ -435,6 +441,7 @@ func storeSleep(ctx context.Context, d time.Duration) error {
 type storedRecord struct {
 	value     []byte // nil: tombstone
 	partition int32
+	offset    int64
 	timestamp time.Time
 }
 
@@ -442,7 +449,7 @@ type storedRecord struct {
 // for ReadStore, where a missing topic is an empty store.
 func loadStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig, mustExist bool, mode secretMode) (*Store, error) {
 	// Only OpenStore's store (whose topic must exist) is writable.
-	s := &Store{cl: cl, cfg: cfg, log: cfg.Logger, readOnly: !mustExist, v: newStoreView(), applied: map[string]uint64{}}
+	s := &Store{cl: cl, cfg: cfg, log: cfg.Logger, readOnly: !mustExist, v: newStoreView(), records: map[string]StateRecord{}, applied: map[string]uint64{}}
 	var (
 		id      [16]byte
 		leaders map[int32]int32
@@ -498,7 +505,11 @@ func loadStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig, mustExist b
 	}
 
 	latest := mergeStorePartitions(parts, perPart, s.log)
-	var decodeErrs []error
+	var (
+		bad     []error // values that do not decode, by key
+		keyErrs []error // secrets the configured key did not open
+		opened  bool    // whether it opened any
+	)
 	for _, key := range slices.Sorted(maps.Keys(latest)) {
 		rec := latest[key]
 		k, err := parseKey(key)
@@ -508,15 +519,39 @@ func loadStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig, mustExist b
 			s.log.Warn("mirror state store: skipping a record with an unknown key", "topic", cfg.Topic, "key", key, "reason", err)
 			continue
 		}
+		if rec.value == nil {
+			continue // a tombstone that compaction has not removed yet
+		}
+		sr := newStateRecord(k, rec.value, rec.partition, rec.offset)
 		val, err := decodeEntry(k, key, rec.value, cfg.Sealer, mode)
 		if err != nil {
-			decodeErrs = append(decodeErrs, err)
-			continue
+			sr.Problem = err.Error()
+			bad = append(bad, err)
+			if errors.Is(err, ErrNoSecretKey) || errors.Is(err, ErrSecretKeyMismatch) {
+				keyErrs = append(keyErrs, err)
+			}
+		} else {
+			s.v.apply(k, val)
+			if m, ok := val.(MirrorRecord); ok && m.hasSecret() {
+				opened = true
+			}
 		}
-		s.v.apply(k, val)
+		s.records[key] = sr
 	}
-	if err := errors.Join(decodeErrs...); err != nil {
-		return nil, fmt.Errorf("mirror state store %s: %w", cfg.Topic, err)
+	// A secret that no configured key opens is the worker's configuration, not one bad
+	// record: treating every such mirror as broken would invite an operator to remove them.
+	// Only when the key opened another secret is a failure that record's corruption.
+	if len(keyErrs) > 0 && !opened {
+		return nil, fmt.Errorf("mirror state store %s: %w", cfg.Topic, errors.Join(keyErrs...))
+	}
+	if s.readOnly && len(bad) > 0 {
+		// Another cluster's state decides whether a topic is still mirrored from here; a
+		// guess could let two mirrors write one topic, so its reader takes all or nothing.
+		return nil, fmt.Errorf("mirror state store %s: %w", cfg.Topic, errors.Join(bad...))
+	}
+	for _, r := range s.BadRecords() {
+		s.log.Warn("mirror state store: a record cannot be read; what it describes waits for the operator (kafkamirror-worker state bad-records)",
+			"topic", cfg.Topic, "key", r.Key, "partition", r.StatePartition, "offset", r.Offset, "reason", r.Problem)
 	}
 	return s, nil
 }
@@ -591,7 +626,7 @@ func readStorePartition(ctx context.Context, cl *kgo.Client, topic string, id [1
 					log.Warn("mirror state store: skipping a record without a key", "topic", topic, "partition", partition, "offset", r.Offset)
 					continue
 				}
-				out[string(r.Key)] = storedRecord{value: r.Value, partition: partition, timestamp: r.Timestamp}
+				out[string(r.Key)] = storedRecord{value: r.Value, partition: partition, offset: r.Offset, timestamp: r.Timestamp}
 			}
 			switch {
 			case after > next:
@@ -777,6 +812,71 @@ func (s *Store) LastMirrorsForTopic(topic string) map[string]map[int32]LastMirro
 	return out
 }
 
+// StateRecord is one key of __mirror_state as stored, for an operator's inspection and
+// repair.
+type StateRecord struct {
+	Key string
+	// Kind is the key's first part: "mirror", "topicconfig", "partition" or "lastmirror".
+	// Mirror, Topic and Partition are its other parts: "" or -1 where the kind has none.
+	Kind      string
+	Mirror    string
+	Topic     string
+	Partition int32
+	// Value is the stored value (never a tombstone: a deleted key has no record).
+	Value []byte
+	// StatePartition and Offset locate the record in the store topic.
+	StatePartition int32
+	Offset         int64
+	// Problem is why the value does not decode; "" for a record of the view.
+	Problem string
+}
+
+// kindName is a kind's name, as in its keys.
+func kindName(k recordKind) string {
+	name, _, _ := strings.Cut(recordKey{kind: k}.String(), "/")
+	return name
+}
+
+func newStateRecord(k recordKey, value []byte, partition int32, offset int64) StateRecord {
+	r := StateRecord{Key: k.String(), Kind: kindName(k.kind), Mirror: k.mirror, Topic: k.topic, Partition: -1, Value: value, StatePartition: partition, Offset: offset}
+	if k.kind == kindPartition || k.kind == kindLastMirror {
+		r.Partition = k.partition
+	}
+	return r
+}
+
+func (r StateRecord) clone() StateRecord {
+	r.Value = slices.Clone(r.Value)
+	return r
+}
+
+// hasSecret reports whether the mirror has a secret field, which the store keeps sealed.
+func (m MirrorRecord) hasSecret() bool {
+	return m.Source.SASL != nil && m.Source.SASL.Password != "" || m.Source.TLS != nil && m.Source.TLS.ClientKeyPEM != ""
+}
+
+// BadRecords returns the records whose value does not decode, sorted by key.
+func (s *Store) BadRecords() []StateRecord {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []StateRecord
+	for _, r := range s.records {
+		if r.Problem != "" {
+			out = append(out, r.clone())
+		}
+	}
+	slices.SortFunc(out, func(a, b StateRecord) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
+
+// Record returns the record stored under key, readable or not.
+func (s *Store) Record(key string) (StateRecord, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.records[key]
+	return r.clone(), ok
+}
+
 // ---- writes ----
 
 // pendingWrite is one record to produce and the view change it makes once acknowledged.
@@ -870,16 +970,26 @@ func (s *Store) PutPartition(ctx context.Context, mirror, topic string, partitio
 }
 
 // DeletePartitions writes tombstones for every partition record of the
-// mirror's topic that the view holds, in one round of requests.
+// mirror's topic, bad ones included, in one round of requests.
 func (s *Store) DeletePartitions(ctx context.Context, mirror, topic string) error {
 	s.mu.RLock()
-	parts := slices.Sorted(maps.Keys(s.v.partitions[storeMirrorTopic{mirror, topic}]))
-	s.mu.RUnlock()
-	ws := make([]pendingWrite, 0, len(parts))
-	for _, p := range parts {
-		ws = append(ws, pendingWrite{key: recordKey{kind: kindPartition, mirror: mirror, topic: topic, partition: p}})
+	var ws []pendingWrite
+	for _, r := range s.records {
+		if r.Kind == kindName(kindPartition) && r.Mirror == mirror && r.Topic == topic {
+			ws = append(ws, pendingWrite{key: recordKey{kind: kindPartition, mirror: mirror, topic: topic, partition: r.Partition}})
+		}
 	}
+	s.mu.RUnlock()
 	return s.write(ctx, ws)
+}
+
+// DeleteKey writes the tombstone of a stored key, whatever its value.
+func (s *Store) DeleteKey(ctx context.Context, key string) error {
+	k, err := parseKey(key)
+	if err != nil {
+		return fmt.Errorf("delete %q: %w", key, err)
+	}
+	return s.del(ctx, k)
 }
 
 // PutLastMirror stores a partition's last-mirror record (at STOPPING).
@@ -930,6 +1040,7 @@ func (s *Store) write(ctx context.Context, ws []pendingWrite) error {
 	}
 	seqs := make([]uint64, len(ws))
 	errs := make([]error, len(ws))
+	written := make([]*kgo.Record, len(ws))
 	var wg sync.WaitGroup
 	wg.Add(len(ws))
 	s.wmu.Lock()
@@ -940,8 +1051,8 @@ func (s *Store) write(ctx context.Context, ws []pendingWrite) error {
 		s.seq++
 		seqs[i] = s.seq
 		rec := &kgo.Record{Topic: s.cfg.Topic, Key: []byte(w.key.String()), Value: w.value, Timestamp: now}
-		s.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			errs[i] = err
+		s.cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+			errs[i], written[i] = err, r
 			wg.Done()
 		})
 	}
@@ -967,6 +1078,12 @@ func (s *Store) write(ctx context.Context, ws []pendingWrite) error {
 		}
 		s.applied[key] = seqs[i]
 		s.v.apply(w.key, w.entry)
+		// A good value, or a tombstone, replaces a bad record of the key.
+		if w.value == nil {
+			delete(s.records, key)
+		} else {
+			s.records[key] = newStateRecord(w.key, w.value, written[i].Partition, written[i].Offset)
+		}
 	}
 	return errors.Join(failed...)
 }

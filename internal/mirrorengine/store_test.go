@@ -492,29 +492,96 @@ func produceStoreRaw(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
 	}
 }
 
-func TestStoreNewerVersionFailsLoad(t *testing.T) {
+// TestStoreBadRecords: values that do not decode (garbage, a newer version, a secret the
+// key that opens the others does not open) stay out of the view, are kept as bad records
+// with where they are, and leave the rest loaded; a later write of the key clears them.
+func TestStoreBadRecords(t *testing.T) {
 	c := kafkatest.New(t)
 	ctx := storeTestCtx(t)
-	s := openTestStore(t, c, StoreConfig{})
-	if err := s.PutPartition(ctx, "m", "t", 0, PartitionRecord{Status: Status{State: StateMirroring}}); err != nil {
+	sealer := mustTestSealer(t, fixtureSecretKey)
+	s := openTestStore(t, c, StoreConfig{Sealer: sealer})
+	fillStore(t, ctx, s)
+	if err := s.PutMirror(ctx, secretMirror("tampered")); err != nil {
 		t.Fatal(err)
 	}
-	produceStoreRaw(t, c.Client(t), &kgo.Record{Topic: DefaultStoreTopic, Key: []byte("partition/m/t/1"), Value: []byte(`{"v":2,"state":{"code":2}}`)})
+	tampered, _ := s.Record("mirror/tampered")
+	// One sealed byte changed: the key still opens alpha's secrets, so this is the record's fault.
+	value := bytes.Replace(tampered.Value, []byte(`"password":"enc:v1:`), []byte(`"password":"enc:v1:A`), 1)
+	produceStoreRaw(t, c.Client(t),
+		&kgo.Record{Topic: DefaultStoreTopic, Key: []byte("partition/alpha/orders/1"), Value: []byte("garbage{")},
+		&kgo.Record{Topic: DefaultStoreTopic, Key: []byte("partition/m/t/1"), Value: []byte(`{"v":2,"state":{"code":2}}`)},
+		&kgo.Record{Topic: DefaultStoreTopic, Key: []byte("mirror/beta"), Value: []byte(`{"v":1,"source":7}`)},
+		&kgo.Record{Topic: DefaultStoreTopic, Key: []byte("mirror/tampered"), Value: value},
+	)
 
-	_, err := OpenStore(ctx, c.Client(t), StoreConfig{})
+	log, logs := storeTestLogger()
+	r, err := OpenStore(ctx, c.Client(t), StoreConfig{Sealer: sealer, Logger: log})
+	if err != nil {
+		t.Fatalf("bad records failed the load: %v", err)
+	}
+	bad := r.BadRecords()
+	var keys []string
+	for _, b := range bad {
+		keys = append(keys, b.Key)
+		if !strings.Contains(b.Problem, `"`+b.Key+`"`) || b.Offset <= 0 || b.StatePartition != 0 || len(b.Value) == 0 {
+			t.Fatalf("bad record %+v: want its problem naming the key, and where it is", b)
+		}
+		if !strings.Contains(logs.String(), "key="+b.Key) {
+			t.Fatalf("bad record %s was not logged:\n%s", b.Key, logs)
+		}
+	}
+	if strings.Join(keys, " ") != "mirror/beta mirror/tampered partition/alpha/orders/1 partition/m/t/1" {
+		t.Fatalf("bad records %v", keys)
+	}
+	if b := bad[2]; b.Kind != "partition" || b.Mirror != "alpha" || b.Topic != "orders" || b.Partition != 1 || string(b.Value) != "garbage{" {
+		t.Fatalf("bad partition record %+v", b)
+	}
+	if b := bad[0]; b.Kind != "mirror" || b.Mirror != "beta" || b.Topic != "" || b.Partition != -1 {
+		t.Fatalf("bad mirror record %+v", b)
+	}
 	var ve *RecordVersionError
-	if !errors.As(err, &ve) || ve.Key != "partition/m/t/1" || !strings.Contains(err.Error(), "partition/m/t/1") {
-		t.Fatalf("load with a version-2 value: err = %v, want a RecordVersionError naming partition/m/t/1", err)
+	if _, err := decodeEntry(recordKey{kind: kindPartition}, "partition/m/t/1", bad[3].Value, nil, openSecrets); !errors.As(err, &ve) || !strings.Contains(bad[3].Problem, "upgrade the worker") {
+		t.Fatalf("newer version: %v, problem %q", err, bad[3].Problem)
 	}
-	_, err = ReadStore(ctx, c.Client(t), StoreConfig{})
-	if !errors.As(err, &ve) {
-		t.Fatalf("ReadStore with a version-2 value: err = %v", err)
+	// Everything else loaded.
+	if _, ok := r.Mirror("beta"); ok {
+		t.Fatal("a bad mirror record is in the view")
+	}
+	if _, ok := r.Partition("alpha", "orders", 1); ok {
+		t.Fatal("a bad partition record is in the view")
+	}
+	if m, ok := r.Mirror("alpha"); !ok || m.Source.SASL.Password != storeTestPassword {
+		t.Fatalf("alpha = %+v, %v", m, ok)
+	}
+	if got := len(r.Partitions("alpha", "orders")); got != 2 {
+		t.Fatalf("alpha/orders has %d partition records, want the 2 good ones", got)
 	}
 
-	// Once a tombstone supersedes it, the store loads again.
-	produceStoreRaw(t, c.Client(t), &kgo.Record{Topic: DefaultStoreTopic, Key: []byte("partition/m/t/1")})
-	if _, err := OpenStore(ctx, c.Client(t), StoreConfig{}); err != nil {
-		t.Fatalf("load after the tombstone: %v", err)
+	// The other cluster's reader takes all or nothing.
+	if _, err := ReadStore(ctx, c.Client(t), StoreConfig{}); !errors.As(err, &ve) || !strings.Contains(err.Error(), "mirror/beta") {
+		t.Fatalf("ReadStore with bad records: err = %v", err)
+	}
+
+	// A good write and a tombstone each clear their key, for this store and the next.
+	if err := r.PutPartition(ctx, "alpha", "orders", 1, PartitionRecord{Status: Status{State: StatePreparing}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeleteKey(ctx, "mirror/beta"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeletePartitions(ctx, "m", "t"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Store{r, openTestStore(t, c, StoreConfig{Sealer: sealer})} {
+		if got := s.BadRecords(); len(got) != 1 || got[0].Key != "mirror/tampered" {
+			t.Fatalf("bad records after the repairs: %+v", got)
+		}
+		if rec, ok := s.Record("partition/alpha/orders/1"); !ok || rec.Problem != "" || rec.Offset <= bad[2].Offset {
+			t.Fatalf("rewritten record: %+v, %v", rec, ok)
+		}
+		if _, ok := s.Record("mirror/beta"); ok {
+			t.Fatal("a deleted bad record is still there")
+		}
 	}
 }
 
