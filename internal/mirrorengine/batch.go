@@ -470,10 +470,10 @@ func reencodeRun(src rawBatch, r run, as producerIdentity, transactional bool) (
 // fillerBatch encodes n empty records (zstd: well under a byte per offset) that advance an
 // empty destination partition to the source log start; they are deleted right after with
 // DeleteRecords. Compacted topics reject null keys, so key is set there.
-func fillerBatch(n int, key []byte, now int64, as producerIdentity) ([]byte, error) {
+func fillerBatch(n int, key []byte, codec int16, now int64, as producerIdentity) ([]byte, error) {
 	recs := make([]kmsg.Record, n)
 	for i := range recs {
 		recs[i] = kmsg.Record{OffsetDelta: int32(i), Key: key}
 	}
-	return encodeBatch(batchSpec{codec: 4, firstTimestamp: now, maxTimestamp: now, producer: as}, recs)
+	return encodeBatch(batchSpec{codec: codec, firstTimestamp: now, maxTimestamp: now, producer: as}, recs)
 }

@@ -166,7 +166,7 @@ func TestKindReadsControlRecord(t *testing.T) {
 }
 
 func TestFillerBatch(t *testing.T) {
-	b, err := fillerBatch(100_000, nil, 5, producerIdentity{id: 1})
+	b, err := fillerBatch(100_000, nil, 4, 5, producerIdentity{id: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

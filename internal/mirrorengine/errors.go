@@ -149,7 +149,7 @@ func isFatal(err error) bool {
 	)
 	return errors.As(err, &mismatch) || errors.As(err, &notEmpty) || errors.As(err, &ahead) ||
 		errors.As(err, &unknown) || errors.As(err, &count) || errors.As(err, &auth) || errors.As(err, &changed) ||
-		errors.As(err, &corrupt) || errors.Is(err, errInvariant)
+		errors.As(err, &corrupt) || errors.Is(err, errInvariant) || errors.Is(err, errUncopyable)
 }
 
 var errInvariant = errors.New("mirror invariant broken")

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -218,25 +219,62 @@ func (c cluster) deleteRecords(ctx context.Context, topic string, partition int3
 	return nil
 }
 
-// compacted reports whether the topic's cleanup.policy includes compaction.
-func (c cluster) compacted(ctx context.Context, topic string) (bool, error) {
+// destTopic is what the data path needs of a destination topic's effective configs.
+type destTopic struct {
+	compacted       bool
+	maxMessageBytes int    // the largest batch the topic accepts, before and after recompression; 0 if not reported
+	compression     string // compression.type: "producer" keeps a batch's codec, any other value recompresses to it
+}
+
+// codecs are compression.type's values by a batch's codec attribute.
+var codecs = map[string]int16{"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+// keeps reports whether the broker appends a batch of codec as it is: otherwise it
+// recompresses it to the topic's compression.type and checks max.message.bytes again
+// (LogValidator).
+func (d destTopic) keeps(codec int16) bool {
+	c, ok := codecs[d.compression]
+	return !ok || c == codec
+}
+
+// fillerCodec is the codec filler is written in: the one the topic keeps, zstd if any.
+func (d destTopic) fillerCodec() int16 {
+	if c, ok := codecs[d.compression]; ok {
+		return c
+	}
+	return codecs["zstd"]
+}
+
+// topicConfig reads a topic's effective cleanup.policy, max.message.bytes and compression.type.
+func (c cluster) topicConfig(ctx context.Context, topic string) (destTopic, error) {
 	rcs, err := c.adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return false, authErr(c.name, "describe configs of "+topic, err)
+		return destTopic{}, authErr(c.name, "describe configs of "+topic, err)
 	}
 	rc, err := rcs.On(topic, nil)
 	if err == nil {
 		err = rc.Err
 	}
 	if err != nil {
-		return false, authErr(c.name, "describe configs of "+topic, err)
+		return destTopic{}, authErr(c.name, "describe configs of "+topic, err)
 	}
+	d := destTopic{compression: "producer"}
 	for _, cfg := range rc.Configs {
-		if cfg.Key == "cleanup.policy" && cfg.Value != nil {
-			return slices.Contains(strings.Split(*cfg.Value, ","), "compact"), nil
+		if cfg.Value == nil {
+			continue
+		}
+		switch cfg.Key {
+		case "cleanup.policy":
+			d.compacted = slices.Contains(strings.Split(*cfg.Value, ","), "compact")
+		case "max.message.bytes":
+			if n, err := strconv.Atoi(*cfg.Value); err == nil && n > 0 {
+				d.maxMessageBytes = n
+			}
+		case "compression.type":
+			d.compression = *cfg.Value
 		}
 	}
-	return false, nil
+	return d, nil
 }
 
 // initProducerID asks for a producer id: idempotent when txnID is nil, otherwise the

@@ -81,7 +81,9 @@ type PartitionMirror struct {
 	mu       sync.Mutex
 	progress Progress
 
-	filler []byte // the full-size filler batch, built once
+	filler        rawBatch // the full-size filler batch, built once
+	fillerRecords int      // records in a full-size filler batch that fits the destination
+
 }
 
 // NewPartitionMirror returns a mirror of cfg's partition from source to destination.
@@ -160,6 +162,7 @@ type session struct {
 	dstLogStart int64
 	alignTo     int64 // a source log start the destination must move to once it reaches it
 	fillerKey   []byte
+	dstTopic    destTopic
 
 	idem    producerIdentity
 	txns    map[int64]*replayTxn // by source producer id
@@ -228,11 +231,10 @@ func (s *session) prepare(ctx context.Context) error {
 	if s.src.leader < 0 || s.dst.leader < 0 {
 		return kerr.LeaderNotAvailable
 	}
-	compacted, err := m.dst.compacted(ctx, cfg.Topic)
-	if err != nil {
+	if s.dstTopic, err = m.dst.topicConfig(ctx, cfg.Topic); err != nil {
 		return err
 	}
-	if compacted {
+	if s.dstTopic.compacted {
 		s.fillerKey = []byte("kafkamirror-filler")
 	}
 	// Transactions first: pending markers must land before the end offset means anything.
@@ -380,7 +382,7 @@ func (s *session) step(ctx context.Context) error {
 	for pid, t := range s.txns {
 		open[pid] = t.open
 	}
-	p := planFetch(planInput{next: s.next, alignTo: s.alignTo, open: open, fetched: f})
+	p := planFetch(planInput{next: s.next, alignTo: s.alignTo, open: open, maxSize: s.dstTopic.maxMessageBytes, fetched: f})
 	for _, w := range p.writes {
 		if err := s.execute(ctx, w); err != nil {
 			return err
@@ -420,7 +422,7 @@ func (s *session) execute(ctx context.Context, w write) error {
 		return s.loneMarker(ctx, w.commit)
 	}
 	if !w.txn {
-		batch, err := w.encode(s.idem)
+		batch, err := s.encode(w, s.idem)
 		if err != nil {
 			return err
 		}
@@ -439,11 +441,21 @@ func (s *session) execute(ctx context.Context, w write) error {
 		}
 		t.open = true
 	}
-	batch, err := w.encode(t.producer)
+	batch, err := s.encode(w, t.producer)
 	if err != nil {
 		return err
 	}
 	return s.sendTxn(ctx, t, batch, int32(w.n))
+}
+
+// encode returns a forward or run write's batch; a re-encoded run must fit the destination
+// as its source batch did.
+func (s *session) encode(w write, as producerIdentity) ([]byte, error) {
+	batch, err := w.encode(as)
+	if limit := s.dstTopic.maxMessageBytes; err == nil && limit > 0 && len(batch) > limit {
+		return nil, &BatchTooLargeError{Offset: w.at, Size: len(batch), MaxMessageBytes: limit}
+	}
+	return batch, err
 }
 
 // outOfRange handles a fetch below the source log start (retention or DeleteRecords moved
@@ -488,26 +500,48 @@ const fillerBatchRecords = 1_000_000
 
 func (s *session) sendFiller(ctx context.Context, n int64) error {
 	for n > 0 {
-		size := int(min(n, fillerBatchRecords))
-		var batch []byte
-		var err error
-		if size == fillerBatchRecords && s.fillerKey == nil && s.m.filler != nil {
-			batch = forwardBatch(s.m.filler, s.idem, false)
-		} else {
-			batch, err = fillerBatch(size, s.fillerKey, time.Now().UnixMilli(), s.idem)
-			if err != nil {
-				return err
-			}
-			if size == fillerBatchRecords && s.fillerKey == nil {
-				s.m.filler = batch
-			}
+		batch, err := s.fillerFor(n)
+		if err != nil {
+			return err
 		}
-		if err := s.sendIdempotent(ctx, batch, int32(size)); err != nil {
+		size := rawBatch(batch).recordCount()
+		if err := s.sendIdempotent(ctx, batch, size); err != nil {
 			return err
 		}
 		n -= int64(size)
 	}
 	return nil
+}
+
+// fillerFor returns a filler batch for up to n offsets, in the codec the destination topic
+// keeps (a recompressed batch is checked against max.message.bytes again) and with as many
+// records as its max.message.bytes allows.
+func (s *session) fillerFor(n int64) ([]byte, error) {
+	m, codec, limit := s.m, s.dstTopic.fillerCodec(), s.dstTopic.maxMessageBytes
+	if m.fillerRecords == 0 {
+		m.fillerRecords = fillerBatchRecords
+	}
+	for {
+		size := int(min(n, int64(m.fillerRecords)))
+		if c := m.filler; c != nil && s.fillerKey == nil && int(c.recordCount()) == size && c.codec() == codec {
+			return forwardBatch(c, s.idem, false), nil
+		}
+		batch, err := fillerBatch(size, s.fillerKey, codec, time.Now().UnixMilli(), s.idem)
+		if err != nil {
+			return nil, err
+		}
+		if limit <= 0 || len(batch) <= limit {
+			if size == m.fillerRecords && s.fillerKey == nil {
+				m.filler = batch
+			}
+			return batch, nil
+		}
+		if size == 1 {
+			return nil, &BatchTooLargeError{Offset: s.next, Size: len(batch), MaxMessageBytes: limit}
+		}
+		// Shrink in proportion, with a margin for compression that does not scale linearly.
+		m.fillerRecords = max(1, int(int64(size)*int64(limit)/int64(len(batch))*9/10))
+	}
 }
 
 // sendIdempotent pipelines a batch produced with the session's idempotent producer id:
@@ -569,6 +603,15 @@ func (s *session) produce(ctx context.Context, p *inflight, onWire func()) error
 	began := time.Now()
 	base, err := s.m.dst.produce(ctx, s.dst.leader, s.cfg.Topic, s.dst.id, s.cfg.Partition, p.batch, p.txnID, onWire)
 	s.cfg.Observer.ProduceLatency(time.Since(began))
+	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+		// Forwarded batches were checked against max.message.bytes: this one grew when the
+		// broker recompressed it to the topic's compression.type.
+		tooLarge := &BatchTooLargeError{Offset: p.expected, Size: len(p.batch), MaxMessageBytes: s.dstTopic.maxMessageBytes}
+		if !s.dstTopic.keeps(rawBatch(p.batch).codec()) {
+			tooLarge.Compression = s.dstTopic.compression
+		}
+		return tooLarge
+	}
 	if err == nil && base != p.expected {
 		err = &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: p.expected, Actual: base}
 	}

@@ -251,7 +251,7 @@ func advanceSource(t *testing.T, c *kafkatest.Cluster, topic string, n int64) {
 	for written := int64(0); written < n; {
 		size := min(n-written, fillerBatchRecords)
 		if batches[size] == nil {
-			b, err := fillerBatch(int(size), nil, time.Now().UnixMilli(), producerIdentity{id: -1, epoch: -1, sequence: -1})
+			b, err := fillerBatch(int(size), nil, 4, time.Now().UnixMilli(), producerIdentity{id: -1, epoch: -1, sequence: -1})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -50,6 +50,7 @@ type planInput struct {
 	next    int64          // the destination end offset
 	alignTo int64          // a source log start the destination has not reached yet; 0 if none
 	open    map[int64]bool // source producer ids whose replayed transaction is open on the destination
+	maxSize int            // the destination topic's max.message.bytes; 0 if unknown
 	fetched fetched
 }
 
@@ -66,7 +67,7 @@ const emptyAnswerRetry = 50 * time.Millisecond
 
 // planFetch decides the writes for one fetch answer, read from max(next, alignTo).
 func planFetch(in planInput) plan {
-	p := planner{plan: plan{next: in.next}, alignTo: in.alignTo, open: maps.Clone(in.open)}
+	p := planner{plan: plan{next: in.next}, alignTo: in.alignTo, maxSize: in.maxSize, open: maps.Clone(in.open)}
 	if p.open == nil {
 		p.open = map[int64]bool{}
 	}
@@ -92,6 +93,7 @@ func planFetch(in planInput) plan {
 type planner struct {
 	plan
 	alignTo int64
+	maxSize int
 	open    map[int64]bool
 }
 
@@ -141,13 +143,18 @@ func (p *planner) batch(b rawBatch) error {
 		}
 		return nil
 	}
-	if txn {
-		p.open[pid] = true
-	}
 	if b.contiguous() {
 		if b.baseOffset() < p.next {
 			// Contiguous batches are only ever written whole.
 			return fmt.Errorf("%w: source batch %d-%d starts below the destination end %d", errInvariant, b.baseOffset(), b.lastOffset(), p.next)
+		}
+		if p.maxSize > 0 && len(b) > p.maxSize {
+			// A broker checks the size of the batch it receives before anything else
+			// (UnifiedLog.analyzeAndValidateRecords): splitting it would move offsets.
+			return &BatchTooLargeError{Offset: b.baseOffset(), Size: len(b), MaxMessageBytes: p.maxSize}
+		}
+		if txn {
+			p.open[pid] = true
 		}
 		p.fill(b.baseOffset())
 		p.add(write{kind: writeForward, n: int64(b.recordCount()), batch: b, txn: txn, pid: pid})
@@ -160,6 +167,9 @@ func (p *planner) batch(b rawBatch) error {
 	runs, err := b.runs()
 	if err != nil {
 		return err
+	}
+	if txn {
+		p.open[pid] = true
 	}
 	for _, r := range runs {
 		if skip := p.next - r.base; skip > 0 {

@@ -76,6 +76,7 @@ func TestPlanFetch(t *testing.T) {
 		next    int64
 		alignTo int64
 		open    map[int64]bool
+		maxSize int
 		hw      int64
 		batches []rawBatch
 		want    []string
@@ -198,6 +199,20 @@ func TestPlanFetch(t *testing.T) {
 			want:    []string{"gap@0+1", "run txn@1+2", "gap@3+1", "run txn@4+1", "gap@5+1", "end transaction commit@6+1"},
 		},
 		{
+			name:    "a batch larger than the destination's max.message.bytes fails after the writes before it",
+			next:    10,
+			maxSize: len(data(t, 12, 3)) - 1,
+			batches: []rawBatch{data(t, 10, 1), data(t, 11, 1), data(t, 12, 3), data(t, 15, 1)},
+			want:    []string{"forward@10+1", "forward@11+1"},
+			err:     "offset 12 is",
+		},
+		{
+			name:    "a transactional batch too large opens no transaction",
+			maxSize: len(txnData(t, 0, 2, 7)) - 1,
+			batches: []rawBatch{txnData(t, 0, 2, 7)},
+			err:     "max.message.bytes",
+		},
+		{
 			name:    "a batch that cannot be decoded fails after the writes before it",
 			next:    10,
 			batches: []rawBatch{data(t, 10, 2), garbled, data(t, 13, 1)},
@@ -207,7 +222,7 @@ func TestPlanFetch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			open := maps.Clone(tc.open)
-			p := planFetch(planInput{next: tc.next, alignTo: tc.alignTo, open: tc.open,
+			p := planFetch(planInput{next: tc.next, alignTo: tc.alignTo, open: tc.open, maxSize: tc.maxSize,
 				fetched: fetched{batches: tc.batches, highWatermark: tc.hw}})
 			var got []string
 			end := tc.next

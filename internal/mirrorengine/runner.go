@@ -297,7 +297,7 @@ func permanentMirrorError(err error) bool {
 	)
 	return errors.As(err, &mismatch) || errors.As(err, &ahead) || errors.As(err, &unknown) ||
 		errors.As(err, &count) || errors.As(err, &notEmpty) || errors.As(err, &changed) ||
-		errors.As(err, &corrupt) || errors.Is(err, errInvariant)
+		errors.As(err, &corrupt) || errors.Is(err, errInvariant) || errors.Is(err, errUncopyable)
 }
 
 // stopFetching stops the partition mirror, if running, and waits for it to finish its

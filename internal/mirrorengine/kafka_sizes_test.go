@@ -1,0 +1,52 @@
+package mirrorengine
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+// A real broker recompresses to the destination topic's compression.type and checks
+// max.message.bytes again: head-alignment filler must be written in that codec and fit.
+func TestKafkaMirrorFillerFitsDestinationLimits(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		src.CreateTopic(t, topic, 1, nil)
+		dst.CreateTopic(t, topic, 1, map[string]*string{
+			"max.message.bytes": kadm.StringPtr("100000"),
+			"compression.type":  kadm.StringPtr("uncompressed"),
+		})
+		advanceSource(t, src, topic, 300_000)
+		produceSync(t, manualProducer(t, src), records(topic, 0, 50, "x")...)
+		run := startMirror(t, src, dst, topic, 1, true)
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		run.stop(t)
+	})
+}
+
+// A batch that fits as the source compressed it but not once the destination recompresses
+// it to its compression.type: the broker answers MESSAGE_TOO_LARGE, a FAILED naming both.
+func TestKafkaMirrorBatchTooLargeOnceRecompressed(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		src.CreateTopic(t, topic, 1, nil)
+		dst.CreateTopic(t, topic, 1, map[string]*string{
+			"max.message.bytes": kadm.StringPtr("2000"),
+			"compression.type":  kadm.StringPtr("uncompressed"),
+		})
+		prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
+		produceSync(t, prod, &kgo.Record{Topic: topic, Value: []byte("small")})
+		produceSync(t, prod, &kgo.Record{Topic: topic, Value: bytes.Repeat([]byte("x"), 10_000)})
+		run := startMirror(t, src, dst, topic, 1, true)
+		err := run.waitErr(t, 0)
+		var tooLarge *BatchTooLargeError
+		if !errors.As(err, &tooLarge) || tooLarge.Offset != 1 || tooLarge.Compression != "uncompressed" || !permanentMirrorError(err) {
+			t.Fatalf("mirror error %v, want the batch at offset 1 too large once recompressed", err)
+		}
+	})
+}

@@ -1,0 +1,50 @@
+package mirrorengine
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+// Head-alignment filler fits a destination topic that keeps batches uncompressed with a
+// small max.message.bytes: the filler is split instead of refused for ever.
+func TestMirrorFillerFitsDestinationLimits(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "small", 1, nil)
+	dst.CreateTopic(t, "small", 1, map[string]*string{
+		"max.message.bytes": kadm.StringPtr("100000"),
+		"compression.type":  kadm.StringPtr("uncompressed"),
+	})
+	advanceSource(t, src, "small", 1_500_000)
+	produceSync(t, manualProducer(t, src), records("small", 0, 50, "x")...)
+
+	run := startMirror(t, src, dst, "small", 1, true)
+	kafkatest.WaitIdentical(t, src, dst, "small", waitIdentical)
+	run.stop(t)
+}
+
+// A source batch larger than the destination topic accepts stops the partition with a
+// message naming the offset and both sizes.
+func TestMirrorBatchLargerThanDestinationAllows(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "large", 1, nil)
+	dst.CreateTopic(t, "large", 1, map[string]*string{"max.message.bytes": kadm.StringPtr("2000")})
+	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	produceSync(t, prod, &kgo.Record{Topic: "large", Value: []byte("small")})
+	produceSync(t, prod, &kgo.Record{Topic: "large", Value: bytes.Repeat([]byte("x"), 10_000)})
+
+	run := startMirror(t, src, dst, "large", 1, true)
+	err := run.waitErr(t, 0)
+	var tooLarge *BatchTooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Offset != 1 || tooLarge.MaxMessageBytes != 2000 || tooLarge.Size <= 2000 {
+		t.Fatalf("mirror error %v, want the batch at offset 1 larger than max.message.bytes 2000", err)
+	}
+	if !permanentMirrorError(err) {
+		t.Fatalf("%v is retried", err)
+	}
+}
