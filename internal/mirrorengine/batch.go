@@ -78,6 +78,12 @@ func (b rawBatch) producerID() int64  { return int64(binary.BigEndian.Uint64(b[o
 func (b rawBatch) recordCount() int32 { return int32(binary.BigEndian.Uint32(b[offRecordCount:])) }
 func (b rawBatch) codec() int16       { return b.attributes() & attrCodecMask }
 
+// producer is the batch's producer id, epoch and first sequence.
+func (b rawBatch) producer() producerIdentity {
+	return producerIdentity{id: b.producerID(), epoch: int16(binary.BigEndian.Uint16(b[offProducerEpoch:])),
+		sequence: int32(binary.BigEndian.Uint32(b[offBaseSequence:]))}
+}
+
 // contiguous reports whether the batch holds a record at every offset of its range. Record
 // offset deltas strictly increase within [0, lastOffsetDelta], so the header alone tells.
 func (b rawBatch) contiguous() bool { return int64(b.lastOffsetDelta())+1 == int64(b.recordCount()) }

@@ -84,6 +84,11 @@ type PartitionMirror struct {
 	filler        rawBatch // the full-size filler batch, built once
 	fillerRecords int      // records in a full-size filler batch that fits the destination
 
+	// Idempotent batches sent without an answer (a timeout, a dropped connection) may still
+	// land. Only a resend with the same producer id, epoch and sequence is recognised as the
+	// same batch (ProducerStateManager keeps the last five per producer), so they outlive
+	// the session and the next one resends them before it trusts the destination end.
+	unacked []*inflight
 }
 
 // NewPartitionMirror returns a mirror of cfg's partition from source to destination.
@@ -194,7 +199,7 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 	defer func() {
 		// Never leave produces running into the next session: it reads the destination end.
 		for _, p := range s.pending {
-			<-p.done
+			s.settled(p, <-p.done)
 		}
 	}()
 	if err := s.prepare(ctx); err != nil {
@@ -241,6 +246,10 @@ func (s *session) prepare(ctx context.Context) error {
 	if err := s.recoverTxns(ctx); err != nil {
 		return err
 	}
+	kept, err := s.resendUnacked(ctx)
+	if err != nil {
+		return err
+	}
 	dstStart, dstEnd, err := m.dst.offsets(ctx, cfg.Topic, cfg.Partition)
 	if err != nil {
 		return err
@@ -259,8 +268,10 @@ func (s *session) prepare(ctx context.Context) error {
 	m.setProgress(func(p *Progress) {
 		*p = Progress{SourceLogStart: srcStart, SourceHighWatermark: srcEnd, DestinationEnd: dstEnd}
 	})
-	if s.idem, err = m.dst.initProducerID(ctx, nil, 0); err != nil {
-		return err
+	if !kept {
+		if s.idem, err = m.dst.initProducerID(ctx, nil, 0); err != nil {
+			return err
+		}
 	}
 	m.log.Debug("partition mirror session started", "destination_end", dstEnd, "source_log_start", srcStart, "source_high_watermark", srcEnd)
 	return nil
@@ -358,6 +369,44 @@ func (s *session) recoverTxns(ctx context.Context) error {
 		s.txns[pid] = t
 	}
 	return nil
+}
+
+// settled keeps an idempotent batch whose outcome is unknown for the next session. A broker's
+// answer, even an error, is an outcome: the batch was appended or it was not.
+func (s *session) settled(p *inflight, err error) {
+	var answered *kerr.Error
+	if err != nil && p.txnID == nil && !errors.As(err, &answered) && !isFatal(err) {
+		s.m.unacked = append(s.m.unacked, p)
+	}
+}
+
+// resendUnacked resends the batches an earlier session got no answer for, unchanged and in
+// order, and continues their producer id. A broker answers a batch that landed meanwhile with
+// its original offset; a sequence or producer error means it never landed and cannot any more
+// (its producer state is gone or a batch before it failed). kept is whether s.idem continues
+// the producer of a batch resent; otherwise the session needs a new producer id.
+func (s *session) resendUnacked(ctx context.Context) (kept bool, err error) {
+	m := s.m
+	for len(m.unacked) > 0 {
+		u := m.unacked[0]
+		base, err := m.dst.produce(ctx, s.dst.leader, s.cfg.Topic, s.dst.id, s.cfg.Partition, u.batch, nil, nil)
+		switch {
+		case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
+			errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
+			m.log.Info("an unanswered batch never landed", "offset", u.expected, "error", err)
+			m.unacked = nil
+			return kept, nil
+		case err != nil:
+			return false, err
+		case base != u.expected:
+			return false, &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: u.expected, Actual: base}
+		}
+		m.unacked = m.unacked[1:]
+		s.idem = rawBatch(u.batch).producer()
+		s.idem.sequence = nextSequence(s.idem.sequence, rawBatch(u.batch).recordCount())
+		kept = true
+	}
+	return kept, nil
 }
 
 // step copies what one fetch returns: the planner decides, the session writes.
@@ -625,6 +674,7 @@ func (s *session) awaitOldest() error {
 	// like any other error: the next one starts from the destination's end offset, which is
 	// the only position that is certain.
 	if err := <-p.done; err != nil {
+		s.settled(p, err)
 		return err
 	}
 	s.cfg.Observer.Mirrored(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition, p.end-p.expected, int64(len(p.batch)))

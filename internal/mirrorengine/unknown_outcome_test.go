@@ -1,0 +1,72 @@
+package mirrorengine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+// Produces whose outcome the mirror never learns: the connection drops with a produce on it
+// and the request reaches the broker later, or the broker appends it and its answer is lost.
+// The next session resends the same batches with the same producer id and sequences, so the
+// broker deduplicates them: no record doubled, no partition FAILED.
+func TestMirrorProduceWithUnknownOutcome(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	unknownOutcome(t, src, dst, "unknown")
+}
+
+func TestKafkaMirrorProduceWithUnknownOutcome(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		unknownOutcome(t, src, dst, topicFor(t, ""))
+	})
+}
+
+func unknownOutcome(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+	src.CreateTopic(t, topic, 1, nil)
+	dst.CreateTopic(t, topic, 1, nil)
+	prod := manualProducer(t, src)
+	produceSync(t, prod, records(topic, 0, 100, "before")...)
+
+	faults := &kafkatest.ProduceFaults{}
+	m := NewPartitionMirror(src.Client(t), dst.Client(t, faults.Opt()), PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-errc })
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+
+	faults.HoldNext(time.Second)
+	for i := range 5 {
+		produceSync(t, prod, records(topic, 0, 20, fmt.Sprint("held-", i))...)
+	}
+	waitFor(t, "the held produce to be delivered", func() bool { return faults.Delivered() == 1 })
+	// A held batch appended again would stand past the source's end.
+	produceSync(t, prod, records(topic, 0, 10, "after-held")...)
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+
+	faults.DropNextAnswer()
+	for i := range 5 {
+		produceSync(t, prod, records(topic, 0, 20, fmt.Sprint("dropped-", i))...)
+	}
+	waitFor(t, "a produce answer to be dropped", func() bool { return faults.Fired() == 2 })
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	select {
+	case err := <-errc:
+		t.Fatalf("the mirror stopped: %v", err)
+	default:
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
