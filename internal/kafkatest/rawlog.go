@@ -143,6 +143,7 @@ func fetchRaw(ctx context.Context, br *kgo.Broker, topic string, id [16]byte, pa
 	req.MaxBytes = maxBytes
 	req.IsolationLevel = 0 // read_uncommitted: everything up to the high watermark
 	req.SessionEpoch = -1
+	req.Rack = readerRack
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = topic
 	rt.TopicID = id

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -50,8 +52,13 @@ type keptBatch struct {
 	codec int16
 }
 
-// cleanerRack marks the Cleaner's own fetches, which kfake answers as it would.
-const cleanerRack = "kafkatest-cleaner"
+// cleanerRack marks the Cleaner's own fetches, which kfake answers as it would; readerRack
+// the comparator's, which see Apache Kafka's shape. Injected fetch faults spare both: they
+// are for the mirror.
+const (
+	cleanerRack = "kafkatest-cleaner"
+	readerRack  = "kafkatest-reader"
+)
 
 // NewCleaner returns the Cleaner of a kfake cluster.
 func NewCleaner(t TB, c *Cluster) *Cleaner {
@@ -92,7 +99,38 @@ func (k *Cleaner) Clean(t TB) {
 			}
 		}
 	}
+	adm := kadm.NewClient(k.c.internal)
+	names := sortedKeys(topics)
+	startsBefore, err := adm.ListStartOffsets(ctx, names...)
+	if err != nil {
+		t.Fatalf("kafkatest.Cleaner: %v", err)
+		return
+	}
 	k.c.fake.Compact()
+	// kfake moves a partition's log start to the base of the first batch it keeps, which
+	// lies below the log start when DeleteRecords had moved it into that batch; Apache
+	// Kafka's log start never moves back.
+	back := kadm.Offsets{}
+	startsAfter, err := adm.ListStartOffsets(ctx, names...)
+	if err != nil {
+		t.Fatalf("kafkatest.Cleaner: %v", err)
+		return
+	}
+	startsBefore.Each(func(o kadm.ListedOffset) {
+		if a, ok := startsAfter.Lookup(o.Topic, o.Partition); ok && a.Offset < o.Offset {
+			back.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1})
+		}
+	})
+	if len(back) > 0 {
+		res, err := adm.DeleteRecords(ctx, back)
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil {
+			t.Fatalf("kafkatest.Cleaner: restoring log starts: %v", err)
+			return
+		}
+	}
 	for topic, m := range topics {
 		for p := range m.leaders {
 			after, err := k.batches(ctx, topic, m, p)
@@ -162,6 +200,9 @@ func (k *Cleaner) fetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	// The control must not block kfake's loop: the request sleeps while the Cleaner's own
 	// fetch is answered.
 	k.c.fake.SleepControl(func() { resp, err = k.refetch(node, req) })
+	if err == nil && resp == nil {
+		err = errors.New("the cluster closed before the Cleaner's fetch was answered")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kafkatest.Cleaner: %w", err), true // the client reconnects and asks again
 	}

@@ -80,7 +80,7 @@ func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer
 		default:
 		}
 		req := kreq.(*kmsg.FetchRequest)
-		if req.SessionEpoch != -1 || len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 ||
+		if req.SessionEpoch != -1 || req.Rack == cleanerRack || req.Rack == readerRack || len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 ||
 			req.Topics[0].Partitions[0].Partition != partition ||
 			(req.Version >= 13 && req.Topics[0].TopicID != info.TopicID) || (req.Version < 13 && req.Topics[0].Topic != topic) ||
 			c.fake.LeaderFor(topic, partition) != c.fake.CurrentNode() {

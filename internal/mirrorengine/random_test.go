@@ -1,0 +1,197 @@
+package mirrorengine
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+// TestMirrorRandomized mixes plain and compressed batches in every codec, interleaved
+// transactions (commits, aborts, some open for a long time), the log cleaner (in Apache
+// Kafka's batch shape), log start moves, empty and throttled fetch answers and kills of the
+// mirror at random moments, and then the comparator must find no difference.
+//
+// KAFKAMIRROR_RANDOM_SEEDS=10 runs seeds 1..10; KAFKAMIRROR_RANDOM_SEED=S reproduces one
+// seed; KAFKAMIRROR_RANDOM_SEEDS=fresh:N runs N fresh seeds (each printed) for a longer hunt.
+// It is not yet part of the default run: about one run in ten ends with a replayed commit
+// marker missing on the destination after a log start move (see the issue note).
+func TestMirrorRandomized(t *testing.T) {
+	if os.Getenv("KAFKAMIRROR_RANDOM_SEED") == "" && os.Getenv("KAFKAMIRROR_RANDOM_SEEDS") == "" {
+		t.Skip("set KAFKAMIRROR_RANDOM_SEEDS=10 (or KAFKAMIRROR_RANDOM_SEED=S) to run the randomized scenario")
+	}
+	for _, seed := range randomSeeds(t) {
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
+			t.Logf("reproduce with KAFKAMIRROR_RANDOM_SEED=%d go test -run 'TestMirrorRandomized/seed-%d$' ./internal/mirrorengine", seed, seed)
+			randomScenario(t, seed)
+		})
+	}
+}
+
+func randomSeeds(t *testing.T) []uint64 {
+	if s := os.Getenv("KAFKAMIRROR_RANDOM_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("KAFKAMIRROR_RANDOM_SEED=%q: %v", s, err)
+		}
+		return []uint64{seed}
+	}
+	s := os.Getenv("KAFKAMIRROR_RANDOM_SEEDS")
+	fresh := strings.HasPrefix(s, "fresh:")
+	n, err := strconv.Atoi(strings.TrimPrefix(s, "fresh:"))
+	if err != nil || n < 1 {
+		t.Fatalf("KAFKAMIRROR_RANDOM_SEEDS=%q: want a count, or fresh:COUNT", s)
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = uint64(i + 1)
+		if fresh {
+			seeds[i] = rand.Uint64() % 1_000_000_000
+		}
+	}
+	return seeds
+}
+
+// randomSteps is the number of operations of one seed: a few hundred batches.
+const randomSteps = 120
+
+func randomScenario(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	src, dst := kafkatest.Pair(t)
+	const topic, partitions = "random", 2
+	configs := map[string]*string{"cleanup.policy": kadm.StringPtr("compact,delete")}
+	src.CreateTopic(t, topic, partitions, configs)
+	dst.CreateTopic(t, topic, partitions, configs)
+	// Both clusters run a log cleaner, as in production. A cleaner removes records from
+	// offsets already copied, so the comparison holds only where both cleaned the same log:
+	// the test cleans both at once, when the mirror has caught up.
+	srcCleaner, dstCleaner := kafkatest.NewCleaner(t, src), kafkatest.NewCleaner(t, dst)
+
+	codecs := []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()}
+	plain := make([]*kgo.Client, len(codecs))
+	for i, c := range codecs {
+		plain[i] = manualProducer(t, src, kgo.ProducerBatchCompression(c))
+	}
+	txns := make([]*txnProducer, 3)
+	for i := range txns {
+		txns[i] = &txnProducer{cl: manualProducer(t, src, kgo.TransactionalID(fmt.Sprintf("random-app-%d", i)),
+			kgo.ProducerBatchCompression(codecs[rng.IntN(len(codecs))]))}
+	}
+	ctx := context.Background()
+	batch := func(p int32, n int, tag string) []*kgo.Record {
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: topic, Partition: p,
+				Key:   []byte(fmt.Sprintf("k%d", rng.IntN(400))),
+				Value: []byte(fmt.Sprintf("%s-%d-%x", tag, i, rng.Uint64()))}
+		}
+		return recs
+	}
+
+	runCtx, kill := context.WithCancel(ctx)
+	run := startMirrorCtx(runCtx, t, src, dst, topic, partitions, true)
+	restart := func() {
+		kill()
+		run.wg.Wait()
+		for p, err := range run.errs {
+			if err != nil {
+				t.Fatalf("partition %d mirror failed: %v", p, err)
+			}
+		}
+		runCtx, kill = context.WithCancel(ctx)
+		run = startMirrorCtx(runCtx, t, src, dst, topic, partitions, false)
+	}
+	t.Cleanup(func() { kill() })
+
+	for step := range randomSteps {
+		p := int32(rng.IntN(partitions))
+		switch op := rng.IntN(100); {
+		case op < 45:
+			produceSync(t, plain[rng.IntN(len(plain))], batch(p, 1+rng.IntN(40), fmt.Sprint("plain", step))...)
+		case op < 75:
+			tp := txns[rng.IntN(len(txns))]
+			switch {
+			case !tp.open:
+				if err := tp.cl.BeginTransaction(); err != nil {
+					t.Fatal(err)
+				}
+				tp.open = true
+				produceSync(t, tp.cl, batch(p, 1+rng.IntN(10), fmt.Sprint("txn", step))...)
+			case rng.IntN(3) == 0:
+				produceSync(t, tp.cl, batch(p, 1+rng.IntN(10), fmt.Sprint("txn", step))...)
+			default: // commit or abort; a transaction may also stay open for many steps
+				if err := tp.cl.EndTransaction(ctx, kgo.TransactionEndTry(rng.IntN(2) == 0)); err != nil {
+					t.Fatal(err)
+				}
+				tp.open = false
+			}
+		case op < 80:
+			closeAll(t, txns)
+			kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+			srcCleaner.Clean(t)
+			dstCleaner.Clean(t)
+		case op < 85:
+			ends, err := src.Admin(t).ListEndOffsets(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			starts, err := src.Admin(t).ListStartOffsets(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _ := starts.Lookup(topic, p)
+			e, _ := ends.Lookup(topic, p)
+			if e.Offset > s.Offset {
+				at := s.Offset + rng.Int64N(e.Offset-s.Offset+1)
+				res, err := src.Admin(t).DeleteRecords(ctx, kadm.Offsets{topic: {p: {Topic: topic, Partition: p, At: at, LeaderEpoch: -1}}})
+				if err == nil {
+					err = res.Error()
+				}
+				if err != nil {
+					t.Fatalf("DeleteRecords(%d) on partition %d: %v", at, p, err)
+				}
+			}
+		case op < 93:
+			restart()
+		case op < 97:
+			// Served when the mirror next fetches below the high watermark, or never.
+			src.EmptyFetches(t, topic, p, 1+rng.IntN(3))
+		default:
+			src.ThrottleFetches(t, topic, p, 1+rng.IntN(2), time.Duration(5+rng.IntN(30))*time.Millisecond)
+		}
+	}
+	closeAll(t, txns)
+	for p := range int32(partitions) {
+		produceSync(t, plain[0], batch(p, 3, "last")...)
+	}
+	kafkatest.WaitIdentical(t, src, dst, topic, 2*waitIdentical)
+	run.stop(t)
+}
+
+// txnProducer is an application's transactional producer and whether its transaction is open.
+type txnProducer struct {
+	cl   *kgo.Client
+	open bool
+}
+
+// closeAll commits every open transaction: the log cleaner leaves open transactions alone.
+func closeAll(t *testing.T, txns []*txnProducer) {
+	t.Helper()
+	for _, tp := range txns {
+		if tp.open {
+			if err := tp.cl.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
+				t.Fatal(err)
+			}
+			tp.open = false
+		}
+	}
+}
