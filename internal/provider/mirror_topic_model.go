@@ -20,6 +20,8 @@ type mirrorTopicResourceModel struct {
 	Topic            types.String   `tfsdk:"topic"`
 	State            types.String   `tfsdk:"state"`
 	Divergence       types.String   `tfsdk:"divergence"`
+	StopMode         types.String   `tfsdk:"stop_mode"`
+	PromoteTimeout   types.String   `tfsdk:"promote_timeout"`
 	MirrorNameConfig types.String   `tfsdk:"mirror_name_config"`
 	Partitions       types.List     `tfsdk:"partitions"`
 	OwnerID          types.String   `tfsdk:"owner_id"`
@@ -140,26 +142,73 @@ func describePartitions(ps []api.Partition) string {
 	return strings.Join(lines, "\n")
 }
 
+// stopSettings is how the resource's stops run: stop_mode and promote_timeout.
+type stopSettings struct {
+	mode, promoteTimeout string
+}
+
+// stopSettingsOf reads m's stop settings, with the defaults where they are unset (a state
+// written before the attributes existed).
+func stopSettingsOf(m *mirrorTopicResourceModel) stopSettings {
+	s := stopSettings{mode: api.StopFailover, promoteTimeout: api.FormatDuration(defaultPromoteTimeout)}
+	if v := m.StopMode; !v.IsNull() && !v.IsUnknown() && v.ValueString() != "" {
+		s.mode = v.ValueString()
+	}
+	if v := m.PromoteTimeout; !v.IsNull() && !v.IsUnknown() && v.ValueString() != "" {
+		s.promoteTimeout = v.ValueString()
+	}
+	return s
+}
+
+// request is the stop command's body (without topics).
+func (s stopSettings) request(owner string, release bool) api.TopicsRequest {
+	req := api.TopicsRequest{Mode: s.mode, Owner: owner, Release: release}
+	if s.mode == api.StopPromote {
+		req.PromoteTimeout = s.promoteTimeout
+	}
+	return req
+}
+
 // failoverWarning is the plan warning of a change that stops a topic: state "stopped",
-// a destroy, or a replacement. It names the partitions and how many records of current lag
-// will not be copied.
-func failoverWarning(mirror, topic, cause string, ps []api.Partition, live bool) (summary, detail string) {
-	summary = fmt.Sprintf("Failover: topic %q stops mirroring from cluster mirror %q", topic, mirror)
+// a destroy, or a replacement. It names the stop mode and what it does, the partitions,
+// and the records of current lag: lost to a failover, waited for by a promote.
+func failoverWarning(mirror, topic, cause string, stop stopSettings, ps []api.Partition, live bool) (summary, detail string) {
+	promote := stop.mode == api.StopPromote
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s fails topic %q over (KIP-1279 StopMirrorTopics): the worker stops copying it from cluster mirror %q, "+
-		"and the destination topic becomes writable. The destination topic and its records are kept.\n\n", cause, topic, mirror)
+	if promote {
+		summary = fmt.Sprintf("Promote: topic %q stops mirroring from cluster mirror %q once caught up", topic, mirror)
+		fmt.Fprintf(&b, "%s promotes topic %q (stop_mode = \"promote\", Confluent's PROMOTED: a planned migration): the worker waits "+
+			"up to %s (promote_timeout) until every partition is MIRRORING with lag 0 and a final consumer group offset sync has "+
+			"succeeded, then stops copying it from cluster mirror %q, and the destination topic becomes writable. Nothing is lost, "+
+			"and consumer groups continue on the destination at the next record. If that cannot finish in time (the source is "+
+			"unreachable, a partition is not MIRRORING, producers keep the lag above 0), nothing is stopped and the apply fails "+
+			"with the reason per partition. The destination topic and its records are kept.\n\n", cause, topic, stop.promoteTimeout, mirror)
+	} else {
+		summary = fmt.Sprintf("Failover: topic %q stops mirroring from cluster mirror %q", topic, mirror)
+		fmt.Fprintf(&b, "%s fails topic %q over (stop_mode = \"failover\", Confluent's FAILED_OVER; KIP-1279 StopMirrorTopics): the "+
+			"worker stops copying it from cluster mirror %q at once, whatever the lag, and the destination topic becomes writable; "+
+			"then it attempts a final consumer group offset sync (the apply warns when that does not succeed). The destination "+
+			"topic and its records are kept.\n\n", cause, topic, mirror)
+	}
 	var total int64
-	var lagging []string
+	var lagging, notMirroring []string
 	unknown := 0
+	lagWord := "will not be copied"
+	if promote {
+		lagWord = "to copy before the stop"
+	}
 	for _, p := range ps {
+		if p.State != api.StateMirroring {
+			notMirroring = append(notMirroring, fmt.Sprintf("%d (%s)", p.Partition, p.State))
+		}
 		switch {
 		case p.SourceOffset < 0 || p.DestinationOffset < 0:
 			unknown++
 			lagging = append(lagging, fmt.Sprintf("  partition %d (%s): lag unknown (the worker could not read both offsets)", p.Partition, p.State))
 		case p.Lag > 0:
 			total += p.Lag
-			lagging = append(lagging, fmt.Sprintf("  partition %d (%s): %s of lag will not be copied (source offset %d, destination offset %d)",
-				p.Partition, p.State, records(p.Lag), p.SourceOffset, p.DestinationOffset))
+			lagging = append(lagging, fmt.Sprintf("  partition %d (%s): %s of lag %s (source offset %d, destination offset %d)",
+				p.Partition, p.State, records(p.Lag), lagWord, p.SourceOffset, p.DestinationOffset))
 		}
 	}
 	when := "as of the last refresh"
@@ -172,7 +221,7 @@ func failoverWarning(mirror, topic, cause string, ps []api.Partition, live bool)
 	case len(lagging) == 0:
 		fmt.Fprintf(&b, "All %d partitions are caught up (lag 0 %s): nothing is lost if no records arrive before the apply.\n", len(ps), when)
 	default:
-		fmt.Fprintf(&b, "%s of current lag (%s) will not be copied", records(total), when)
+		fmt.Fprintf(&b, "%s of current lag (%s) %s", records(total), when, lagWord)
 		if unknown > 0 {
 			fmt.Fprintf(&b, ", plus the unknown lag of %d partitions", unknown)
 		}
@@ -180,16 +229,47 @@ func failoverWarning(mirror, topic, cause string, ps []api.Partition, live bool)
 		b.WriteString(strings.Join(lagging, "\n"))
 		b.WriteString("\n")
 	}
+	if promote && len(notMirroring) > 0 {
+		fmt.Fprintf(&b, "\nA promote needs every partition MIRRORING, and these are not (%s): %s. Unless they are MIRRORING by the "+
+			"apply, the worker refuses the promote and nothing is stopped; resume the topic first, or use stop_mode = \"failover\".\n",
+			when, strings.Join(notMirroring, ", "))
+	}
 	b.WriteString("\nPartitions: ")
 	names := make([]string, len(ps))
 	for i, p := range ps {
 		names[i] = fmt.Sprintf("%d (%s)", p.Partition, p.State)
 	}
 	b.WriteString(strings.Join(names, ", "))
-	b.WriteString(".\n\nTo lose nothing, stop the producers on the source and apply once the plan shows lag 0 on every partition. " +
-		"Restarting later (state = \"mirroring\") or failing back with a mirror in the other direction copies only the records written since.")
+	if promote {
+		b.WriteString(".\n\nThe lag must drain within promote_timeout: stop or slow the producers on the source before the apply. " +
+			"With stop_mode = \"failover\" the stop would happen at once and leave the lag behind.")
+	} else {
+		b.WriteString(".\n\nTo lose nothing, use stop_mode = \"promote\" (waits for lag 0 and a final group offset sync, or stops nothing), " +
+			"or stop the producers on the source and apply once the plan shows lag 0 on every partition. ")
+	}
+	b.WriteString(" Restarting later (state = \"mirroring\") or failing back with a mirror in the other direction copies only the records written since.")
 	return summary, b.String()
 }
+
+// finalSyncWarning is the warning of a stop whose final consumer group offset sync did not
+// succeed; "" summary when it did (or the worker does not report it).
+func finalSyncWarning(mirror, topic string, stop stopSettings, finalSync string) (summary, detail string) {
+	if finalSync == "" || strings.HasPrefix(finalSync, finalSyncDone) {
+		return "", ""
+	}
+	summary = fmt.Sprintf("Topic %q stopped, but its consumer group offsets may be behind", topic)
+	detail = fmt.Sprintf("Topic %q of cluster mirror %q was stopped (stop_mode = %q): the destination topic is writable now. "+
+		"The final consumer group offset sync after the last mirrored record reports: %s.\n\n"+
+		"Consumer groups that committed on the source since the last periodic sync have older offsets on the destination, so "+
+		"their consumers there re-read some records. Check the groups' offsets on the destination (kafka-consumer-groups.sh "+
+		"--describe) and reset them where needed before moving consumers over.", topic, mirror, stop.mode, finalSync)
+	return summary, detail
+}
+
+// finalSyncDone begins the final sync outcome of a stop that synced (groups active on the
+// destination are left alone by design: "synced (2 groups with members on the destination
+// left alone)").
+const finalSyncDone = "synced"
 
 // recreateWarning is the plan warning of a restart with divergence = "recreate".
 func recreateWarning(mirror, topic string, ps []api.Partition) (summary, detail string) {

@@ -35,6 +35,8 @@ const (
 	defaultCreateTimeout = 10 * time.Minute
 	defaultUpdateTimeout = 10 * time.Minute
 	defaultDeleteTimeout = 10 * time.Minute
+	// defaultPromoteTimeout is promote_timeout's default, the worker's own.
+	defaultPromoteTimeout = time.Minute
 )
 
 var (
@@ -63,11 +65,12 @@ func (r *MirrorTopicResource) Schema(ctx context.Context, _ resource.SchemaReque
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A topic mirrored over a cluster mirror: the destination topic is kept identical to the source topic, " +
 			"offset for offset. `state` is the KIP-1279 `mirror.name` topic config: `mirroring`, `paused` or `stopped` " +
-			"(failover: the destination topic becomes writable).\n\n" +
+			"(the destination topic becomes writable).\n\n" +
 			"Create and every state change wait until all partitions reach the target state. Changes the KIP forbids " +
-			"(`stopped` → `paused`) are rejected at plan time. Plans that fail a topic over (`state = \"stopped\"`, a destroy " +
-			"or a replacement) carry a warning naming the partitions and the records of current lag that will not be " +
-			"copied. **Destroying this resource stops mirroring (a failover); it never deletes the destination topic or its data.**\n\n" +
+			"(`stopped` → `paused`) are rejected at plan time. Plans that stop a topic (`state = \"stopped\"`, a destroy " +
+			"or a replacement) carry a warning naming the stop mode, the partitions and their current lag. Every stop runs as " +
+			"`stop_mode` says: `failover` (default, at once) or `promote` (after lag 0 and a final consumer group offset " +
+			"sync, or not at all). **Destroying this resource stops mirroring; it never deletes the destination topic or its data.**\n\n" +
 			"The worker records which resource manages a topic (`owner_id`): rename a resource or a `for_each` key with a " +
 			"`moved` block, never by creating the new address next to the old one (the plan refuses that).",
 		Attributes: map[string]schema.Attribute{
@@ -93,7 +96,7 @@ func (r *MirrorTopicResource) Schema(ctx context.Context, _ resource.SchemaReque
 			},
 			"state": schema.StringAttribute{
 				MarkdownDescription: "Desired state: `mirroring` (default), `paused` (no copying; the destination stays read-only) or " +
-					"`stopped` (failover: mirroring ends, the destination becomes writable). `mirroring` ↔ `paused` and either " +
+					"`stopped` (mirroring ends as `stop_mode` says, the destination becomes writable). `mirroring` ↔ `paused` and either " +
 					"→ `stopped` are legal; `stopped` → `mirroring` restarts the topic (copying only what is new when the " +
 					"destination has not diverged; a failback when the mirror points the other way); `stopped` → `paused` is " +
 					"rejected at plan time. A new resource cannot start `stopped`.",
@@ -115,6 +118,38 @@ func (r *MirrorTopicResource) Schema(ctx context.Context, _ resource.SchemaReque
 				Validators: []validator.String{
 					stringvalidator.OneOf(api.DivergenceFail, api.DivergenceRecreate),
 				},
+			},
+			"stop_mode": schema.StringAttribute{
+				MarkdownDescription: "How every stop this resource makes runs: `state = \"stopped\"`, and a destroy or a replacement " +
+					"(which use the value in the state, so a change takes effect once an apply has saved it). The plan's warning " +
+					"of a stop names the mode.\n\n" +
+					"  - `failover` (default; what Confluent's provider calls `FAILED_OVER`): stop at once, whatever the lag. " +
+					"Records not copied yet stay behind on the source. The worker then attempts a final consumer group offset " +
+					"sync, bounded so that it never holds the stop up; when it does not succeed, the apply warns that the " +
+					"groups' offsets on the destination may be behind. For a source that is gone or must not be waited for.\n" +
+					"  - `promote` (Confluent's `PROMOTED`; the KIP's planned migration): wait, up to `promote_timeout`, until " +
+					"every partition is `MIRRORING` with lag 0 and a final consumer group offset sync has succeeded, then stop. " +
+					"Nothing is lost, and a consumer group that committed on the source continues on the destination at exactly " +
+					"the next record. When that cannot finish (the source is unreachable, a partition is not `MIRRORING`, for " +
+					"example a paused topic, or producers keep the lag above 0), nothing is stopped: the apply fails with the " +
+					"worker's reason per partition and the state stays as it was.\n\n" +
+					"Changing only `stop_mode` changes nothing on the worker.",
+				Optional: true,
+				Computed: true,
+				Default:  stringdefault.StaticString(api.StopFailover),
+				Validators: []validator.String{
+					stringvalidator.OneOf(api.StopFailover, api.StopPromote),
+				},
+			},
+			"promote_timeout": schema.StringAttribute{
+				MarkdownDescription: fmt.Sprintf("How long a stop with `stop_mode = \"promote\"` waits for lag 0 on every partition "+
+					"and the final group offset sync, a Go duration such as `\"30s\"` or `\"2m\"`, %s. Default `%s`. When the "+
+					"wait ends first, nothing is stopped and the apply fails. Unused by `failover`. It counts within the "+
+					"`timeouts` of the update or delete that stops the topic.", api.PromoteTimeoutRange, api.FormatDuration(defaultPromoteTimeout)),
+				Optional:   true,
+				Computed:   true,
+				Default:    stringdefault.StaticString(api.FormatDuration(defaultPromoteTimeout)),
+				Validators: []validator.String{durationValidator{api.PromoteTimeoutRange}},
 			},
 			"mirror_name_config": schema.StringAttribute{
 				MarkdownDescription: "The KIP's `mirror.name` topic config value: `<mirror_name>`, `<mirror_name>.paused` or " +
@@ -268,7 +303,7 @@ func (r *MirrorTopicResource) ModifyPlan(ctx context.Context, req resource.Modif
 		return
 	case plan == nil: // destroy
 		if state.State.ValueString() != api.DesiredStopped {
-			r.stopWarning(ctx, client, state, "Destroying this kafkamirror_mirror_topic", &resp.Diagnostics)
+			r.stopWarning(ctx, client, state, stopSettingsOf(state), "Destroying this kafkamirror_mirror_topic", &resp.Diagnostics)
 		}
 		return
 	case state == nil: // create
@@ -279,7 +314,7 @@ func (r *MirrorTopicResource) ModifyPlan(ctx context.Context, req resource.Modif
 	// Update, or replacement when mirror_name or topic changed.
 	if !plan.MirrorName.Equal(state.MirrorName) || !plan.Topic.Equal(state.Topic) {
 		if state.State.ValueString() != api.DesiredStopped {
-			r.stopWarning(ctx, client, state, "Replacing this kafkamirror_mirror_topic (mirror_name or topic changed)", &resp.Diagnostics)
+			r.stopWarning(ctx, client, state, stopSettingsOf(state), "Replacing this kafkamirror_mirror_topic (mirror_name or topic changed)", &resp.Diagnostics)
 		}
 		if !plan.MirrorName.IsUnknown() && !plan.Topic.IsUnknown() && plan.State.ValueString() == api.DesiredStopped {
 			resp.Diagnostics.AddAttributeError(path.Root("state"), "Cannot create a stopped mirror topic", createStoppedDetail)
@@ -331,7 +366,14 @@ func (r *MirrorTopicResource) ModifyPlan(ctx context.Context, req resource.Modif
 			}
 		}
 	case from != to && to == api.DesiredStopped:
-		r.stopWarning(ctx, client, state, fmt.Sprintf("Changing state from %q to \"stopped\"", from), &resp.Diagnostics)
+		if plan.StopMode.IsUnknown() || plan.PromoteTimeout.IsUnknown() {
+			resp.Diagnostics.AddWarning(fmt.Sprintf("Topic %q stops with a stop_mode known only at apply", topic),
+				fmt.Sprintf("Changing state from %q to \"stopped\" stops topic %q of cluster mirror %q, as stop_mode and "+
+					"promote_timeout say; they are not known until apply, so this plan cannot tell whether the stop waits for "+
+					"lag 0 (promote) or happens at once (failover).", from, topic, mirror))
+			break
+		}
+		r.stopWarning(ctx, client, state, stopSettingsOf(plan), fmt.Sprintf("Changing state from %q to \"stopped\"", from), &resp.Diagnostics)
 	case from == api.DesiredStopped && to == api.DesiredMirroring && plan.Divergence.ValueString() == api.DivergenceRecreate:
 		ps, _ := r.currentPartitions(ctx, client, state)
 		summary, detail := recreateWarning(mirror, topic, ps)
@@ -443,7 +485,7 @@ func sourceTopicGone(ctx context.Context, client *api.Client, mirror, topic stri
 // stopWarning is the warning of a plan that stops the topic: a failover, with the
 // partitions and the lag that will not be copied; or, when another resource owns the topic
 // by now, that nothing will be stopped.
-func (r *MirrorTopicResource) stopWarning(ctx context.Context, client *api.Client, state *mirrorTopicResourceModel, cause string, diags *diag.Diagnostics) {
+func (r *MirrorTopicResource) stopWarning(ctx context.Context, client *api.Client, state *mirrorTopicResourceModel, stop stopSettings, cause string, diags *diag.Diagnostics) {
 	mirror, topic := state.MirrorName.ValueString(), state.Topic.ValueString()
 	t := describeForPlan(ctx, client, state)
 	if t != nil && ownedElsewhere(t.Owner, state.OwnerID.ValueString()) {
@@ -454,7 +496,7 @@ func (r *MirrorTopicResource) stopWarning(ctx context.Context, client *api.Clien
 		return
 	}
 	ps, live := lastPartitions(ctx, t, state)
-	summary, detail := failoverWarning(mirror, topic, cause, ps, live)
+	summary, detail := failoverWarning(mirror, topic, cause, stop, ps, live)
 	if sourceTopicGone(ctx, client, mirror, topic) {
 		detail += fmt.Sprintf("\n\nTopic %q no longer exists on the source cluster: nothing more could be copied anyway.", topic)
 	}
@@ -521,12 +563,12 @@ func (r *MirrorTopicResource) Create(ctx context.Context, req resource.CreateReq
 	}
 	plan.OwnerID = types.StringValue(owner)
 	tflog.Debug(ctx, "starting mirror topic", map[string]any{"divergence": plan.Divergence.ValueString(), "owner_id": owner})
-	if !r.command(ctx, client, api.ActionStart, mirror, topic, api.TopicsRequest{Divergence: plan.Divergence.ValueString(), Owner: owner}, &resp.Diagnostics) {
+	if _, ok := r.command(ctx, client, api.ActionStart, mirror, topic, api.TopicsRequest{Divergence: plan.Divergence.ValueString(), Owner: owner}, &resp.Diagnostics); !ok {
 		return
 	}
 	t, err := waitForPartitions(ctx, client, mirror, topic, api.StateMirroring, deadline, "create", timeout)
 	if err == nil && target == api.DesiredPaused {
-		if !r.command(ctx, client, api.ActionPause, mirror, topic, api.TopicsRequest{Owner: owner}, &resp.Diagnostics) {
+		if _, ok := r.command(ctx, client, api.ActionPause, mirror, topic, api.TopicsRequest{Owner: owner}, &resp.Diagnostics); !ok {
 			r.saveAfterFailure(ctx, &plan, t, &resp.State, &resp.Diagnostics)
 			return
 		}
@@ -580,25 +622,30 @@ func newOwnerID() (string, error) {
 }
 
 // topicCommand sends one topic command (req without its topics) and returns the topic's
-// result as an error.
-func topicCommand(ctx context.Context, client *api.Client, action, mirror, topic string, req api.TopicsRequest) error {
+// result, its failure as the error.
+func topicCommand(ctx context.Context, client *api.Client, action, mirror, topic string, req api.TopicsRequest) (api.TopicResult, error) {
 	req.Topics = []string{topic}
 	results, err := client.TopicCommand(ctx, mirror, action, req)
 	switch {
 	case err != nil:
-		return err
+		return api.TopicResult{Topic: topic}, err
 	case len(results) != 1:
-		return fmt.Errorf("the worker answered with %d results for one topic", len(results))
+		return api.TopicResult{Topic: topic}, fmt.Errorf("the worker answered with %d results for one topic", len(results))
 	}
-	return results[0].Err()
+	return results[0], results[0].Err()
 }
 
 // command sends one topic command and reports a refusal as an error diagnostic.
-func (r *MirrorTopicResource) command(ctx context.Context, client *api.Client, action, mirror, topic string, req api.TopicsRequest, diags *diag.Diagnostics) bool {
-	err := topicCommand(ctx, client, action, mirror, topic, req)
+func (r *MirrorTopicResource) command(ctx context.Context, client *api.Client, action, mirror, topic string, req api.TopicsRequest, diags *diag.Diagnostics) (api.TopicResult, bool) {
+	res, err := topicCommand(ctx, client, action, mirror, topic, req)
 	if err == nil {
-		tflog.Debug(ctx, "mirror topic command accepted", map[string]any{"action": action})
-		return true
+		tflog.Debug(ctx, "mirror topic command accepted", map[string]any{"action": action, "mode": req.Mode, "final_sync": res.FinalSync})
+		return res, true
+	}
+	if summary, detail, ok := promoteRefused(mirror, topic, req, err); ok {
+		tflog.Warn(ctx, "promote refused; nothing was stopped", map[string]any{"error": err.Error()})
+		diags.AddError(summary, detail)
+		return res, false
 	}
 	detail := fmt.Sprintf("The worker refused or failed to %s topic %q of cluster mirror %q: %v", action, topic, mirror, err)
 	switch {
@@ -611,7 +658,33 @@ func (r *MirrorTopicResource) command(ctx context.Context, client *api.Client, a
 		detail += "\n\nCreate the cluster mirror first (kafkamirror_cluster_mirror), and refer to it so Terraform orders the two."
 	}
 	diags.AddError(fmt.Sprintf("Cannot %s mirror topic", action), detail)
-	return false
+	return res, false
+}
+
+// promoteRefused is the error of a promote the worker could not finish, when err is one:
+// nothing was stopped, and the worker's message says why per partition.
+func promoteRefused(mirror, topic string, req api.TopicsRequest, err error) (summary, detail string, ok bool) {
+	if req.Mode != api.StopPromote || api.IsCode(err, api.CodeMirrorTopicOwnerMismatch) ||
+		api.IsCode(err, api.CodeTopicNotInClusterMirror) || api.IsCode(err, api.CodeUnknownClusterMirror) ||
+		api.IsCode(err, api.CodeMirrorTopicAlreadyStopped) {
+		return "", "", false
+	}
+	summary = fmt.Sprintf("Cannot promote mirror topic %q: nothing was stopped", topic)
+	detail = fmt.Sprintf("Promoting topic %q of cluster mirror %q (stop_mode = \"promote\", promote_timeout = %q) needs every "+
+		"partition MIRRORING with lag 0 and a final consumer group offset sync; the worker could not finish that, so it "+
+		"stopped nothing and the topic keeps its state. The worker says: %v\n\n"+
+		"Stop or slow the producers on the source so the lag drains within promote_timeout, resume a paused topic, or "+
+		"make sure the worker reaches the source; then apply again. To stop at once and leave the lag behind, use "+
+		"stop_mode = \"failover\".", topic, mirror, req.PromoteTimeout, err)
+	return summary, detail, true
+}
+
+// warnFinalSync reports a stop whose final consumer group offset sync did not succeed.
+func warnFinalSync(ctx context.Context, mirror, topic string, stop stopSettings, res api.TopicResult, diags *diag.Diagnostics) {
+	tflog.Info(ctx, "mirror topic stopped", map[string]any{"mode": stop.mode, "final_sync": res.FinalSync})
+	if summary, detail := finalSyncWarning(mirror, topic, stop, res.FinalSync); summary != "" {
+		diags.AddWarning(summary, detail)
+	}
 }
 
 func (r *MirrorTopicResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -665,6 +738,10 @@ func (r *MirrorTopicResource) Read(ctx context.Context, req resource.ReadRequest
 		state.OwnerID = types.StringValue(owner)
 	}
 	state.Timeouts = withDefaultTimeouts(state.Timeouts)
+	// An import (or a state from before these attributes) takes the defaults, as the
+	// configuration's omitted attributes do, so it plans clean.
+	stop := stopSettingsOf(&state)
+	state.StopMode, state.PromoteTimeout = types.StringValue(stop.mode), types.StringValue(stop.promoteTimeout)
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }
 
@@ -693,13 +770,16 @@ func (r *MirrorTopicResource) Update(ctx context.Context, req resource.UpdateReq
 	case from == to && to == api.DesiredMirroring && plan.Partitions.IsUnknown():
 		action, cmd.Divergence = api.ActionStart, plan.Divergence.ValueString() // restart FAILED partitions (see ModifyPlan)
 	case from == to:
-		// Only divergence or timeouts changed: nothing to tell the worker.
+		// Only divergence, stop_mode, promote_timeout or timeouts changed: nothing to tell
+		// the worker.
 		plan.Partitions = state.Partitions
 		plan.MirrorNameConfig = state.MirrorNameConfig
 		resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 		return
 	case to == api.DesiredStopped:
 		action = api.ActionStop
+		stop := stopSettingsOf(&plan)
+		cmd = stop.request(plan.OwnerID.ValueString(), false)
 	case to == api.DesiredPaused:
 		action = api.ActionPause
 	case from == api.DesiredPaused:
@@ -707,9 +787,13 @@ func (r *MirrorTopicResource) Update(ctx context.Context, req resource.UpdateReq
 	default: // stopped → mirroring: restart, or failback
 		action, cmd.Divergence = api.ActionStart, plan.Divergence.ValueString()
 	}
-	tflog.Debug(ctx, "changing mirror topic state", map[string]any{"from": from, "to": to, "action": action})
-	if !r.command(ctx, client, action, mirror, topic, cmd, &resp.Diagnostics) {
-		return
+	tflog.Debug(ctx, "changing mirror topic state", map[string]any{"from": from, "to": to, "action": action, "mode": cmd.Mode})
+	res, ok := r.command(ctx, client, action, mirror, topic, cmd, &resp.Diagnostics)
+	if !ok {
+		return // the prior state stays: a refused command changed nothing
+	}
+	if action == api.ActionStop {
+		warnFinalSync(ctx, mirror, topic, stopSettingsOf(&plan), res, &resp.Diagnostics)
 	}
 	target := targetPartitionState(to)
 	t, err := waitForPartitions(ctx, client, mirror, topic, target, deadline, "update", timeout)
@@ -745,9 +829,17 @@ func (r *MirrorTopicResource) Delete(ctx context.Context, req resource.DeleteReq
 	// Destroy is a failover: stop, and keep the destination topic and its data. The release
 	// hands the topic back, so another resource may start it later; a topic that another
 	// resource owns by now is not stopped.
-	err := topicCommand(ctx, client, api.ActionStop, mirror, topic, api.TopicsRequest{Owner: state.OwnerID.ValueString(), Release: true})
+	stop := stopSettingsOf(&state)
+	stopReq := stop.request(state.OwnerID.ValueString(), true)
+	ctx = tflog.SetField(ctx, "stop_mode", stop.mode)
+	res, err := topicCommand(ctx, client, api.ActionStop, mirror, topic, stopReq)
+	if summary, detail, ok := promoteRefused(mirror, topic, stopReq, err); err != nil && ok {
+		resp.Diagnostics.AddError(summary, detail+"\n\nThis resource stays in the state until a destroy stops the topic.")
+		return
+	}
 	switch {
 	case err == nil:
+		warnFinalSync(ctx, mirror, topic, stop, res, &resp.Diagnostics)
 	case api.IsCode(err, api.CodeMirrorTopicOwnerMismatch):
 		resp.Diagnostics.AddWarning(fmt.Sprintf("Topic %q not stopped: another resource manages it", topic),
 			fmt.Sprintf("This kafkamirror_mirror_topic is removed from the state, and topic %q of cluster mirror %q keeps its state: %v",
@@ -768,7 +860,7 @@ func (r *MirrorTopicResource) Delete(ctx context.Context, req resource.DeleteReq
 		resp.Diagnostics.AddError("Mirror topic did not stop", err.Error())
 		return
 	}
-	tflog.Info(ctx, "mirror topic stopped (failover); the destination topic and its data are kept")
+	tflog.Info(ctx, "mirror topic stopped; the destination topic and its data are kept")
 }
 
 func (r *MirrorTopicResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

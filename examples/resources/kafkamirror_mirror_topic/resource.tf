@@ -3,10 +3,16 @@ resource "kafkamirror_mirror_topic" "orders" {
   mirror_name = kafkamirror_cluster_mirror.eu_to_us.name
   topic       = "orders"
 
-  # "mirroring" (default), "paused" or "stopped". Setting "stopped" fails the topic over:
-  # mirroring ends and the destination topic becomes writable. The plan warns with the
-  # partitions and the records of lag that will not be copied.
+  # "mirroring" (default), "paused" or "stopped". Setting "stopped" ends mirroring and
+  # the destination topic becomes writable. The plan warns with the stop mode, the
+  # partitions and their lag.
   state = "mirroring"
+
+  # How "stopped" and a destroy stop the topic: "failover" (default: at once, the lag
+  # stays behind) or "promote" (a planned migration: wait for lag 0 and a final consumer
+  # group offset sync, at most promote_timeout, or stop nothing and fail the apply).
+  stop_mode       = "promote"
+  promote_timeout = "2m"
 
   # What a (re)start does when the destination has records the source lacks:
   # "fail" (default) or "recreate" the destination topic.
