@@ -69,14 +69,16 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 	if v := overrides["min.insync.replicas"]; v != nil {
 		sourceMinInsync, _ = strconv.Atoi(*v)
 	}
-	repl := replicationFor(0, 0, sourceRF, sourceMinInsync, len(dstMeta.Brokers))
+	dt := rec.DestinationTopics
+	repl := replicationFor(dt.ReplicationFactor, dt.MinInsyncReplicas, sourceRF, sourceMinInsync, len(dstMeta.Brokers))
 	if repl.minInsync > 0 {
 		v := strconv.Itoa(repl.minInsync)
 		configs["min.insync.replicas"] = &v
 	}
 	if repl.capped {
-		e.log.Warn("destination topic gets less replication than the source", "topic", topic,
-			"source_replication_factor", repl.sourceValue, "replication_factor", repl.factor,
+		e.log.Warn("destination topic gets less replication than the source or the mirror's setting", "topic", topic,
+			"source_replication_factor", repl.sourceValue, "setting_replication_factor", dt.ReplicationFactor,
+			"setting_min_insync_replicas", dt.MinInsyncReplicas, "replication_factor", repl.factor,
 			"min_insync_replicas", repl.minInsync, "destination_brokers", len(dstMeta.Brokers))
 	}
 

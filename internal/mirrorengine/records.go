@@ -46,6 +46,19 @@ type MirrorRecord struct {
 	// CreatedAt is when the mirror was created. The store keeps times in
 	// UTC without a monotonic reading, as they come back from a reload.
 	CreatedAt time.Time
+	// DestinationTopics is how the worker creates the mirror's destination
+	// topics; the zero value follows the source (see replicationFor).
+	DestinationTopics DestinationTopicSettings
+}
+
+// DestinationTopicSettings are a mirror's settings for the destination topics
+// the worker creates. A zero field means the default: ReplicationFactor the
+// source topic's, capped by the destination's broker count; MinInsyncReplicas
+// the source topic's override, else 2 from 3 replicas on, else the broker's
+// default. Both are capped by the destination's broker count.
+type DestinationTopicSettings struct {
+	ReplicationFactor int16
+	MinInsyncReplicas int
 }
 
 // SourceConnection is the connection to a mirror's source cluster.
@@ -274,6 +287,14 @@ type mirrorValueV1 struct {
 	SourceClusterID string       `json:"source_cluster_id,omitempty"`
 	Sync            syncWireV1   `json:"sync"`
 	CreatedAt       time.Time    `json:"created_at,omitzero"`
+	// DestinationTopics was added to version 1 (older readers ignore it, and
+	// a record without it decodes to the defaults); absent when both are 0.
+	DestinationTopics *destinationTopicsWireV1 `json:"destination_topics,omitempty"`
+}
+
+type destinationTopicsWireV1 struct {
+	ReplicationFactor int16 `json:"replication_factor,omitempty"`
+	MinInsyncReplicas int   `json:"min_insync_replicas,omitempty"`
 }
 
 // Slices use omitzero rather than omitempty so that nil and empty lists stay
@@ -384,6 +405,9 @@ func encodeMirror(m MirrorRecord, s *Sealer) ([]byte, error) {
 			ACLs:                m.Sync.ACLs,
 		},
 		CreatedAt: storeTime(m.CreatedAt),
+	}
+	if d := m.DestinationTopics; d != (DestinationTopicSettings{}) {
+		v.DestinationTopics = &destinationTopicsWireV1{ReplicationFactor: d.ReplicationFactor, MinInsyncReplicas: d.MinInsyncReplicas}
 	}
 	if m.Sync.Interval != 0 {
 		v.Sync.Interval = m.Sync.Interval.String()
@@ -542,6 +566,9 @@ func decodeMirror(key, name string, data []byte, s *Sealer, mode secretMode) (Mi
 			ACLs:                v.Sync.ACLs,
 		},
 		CreatedAt: storeTime(v.CreatedAt),
+	}
+	if d := v.DestinationTopics; d != nil {
+		m.DestinationTopics = DestinationTopicSettings{ReplicationFactor: d.ReplicationFactor, MinInsyncReplicas: d.MinInsyncReplicas}
 	}
 	if v.Sync.Interval != "" {
 		d, err := time.ParseDuration(v.Sync.Interval)
