@@ -44,6 +44,18 @@ func syncFromAPI(s *api.SyncSettings) (mirrorengine.SyncSettings, error) {
 	}, nil
 }
 
+// destinationTopicsFromAPI checks and converts a mirror's destination topic settings; nil
+// means the defaults.
+func destinationTopicsFromAPI(d *api.DestinationTopics) (mirrorengine.DestinationTopicSettings, error) {
+	if d == nil {
+		return mirrorengine.DestinationTopicSettings{}, nil
+	}
+	if err := d.Check(); err != nil {
+		return mirrorengine.DestinationTopicSettings{}, badRequest(api.CodeInvalidClusterMirrorConfig, "%v", err)
+	}
+	return mirrorengine.DestinationTopicSettings{ReplicationFactor: int16(d.ReplicationFactor), MinInsyncReplicas: d.MinInsyncReplicas}, nil
+}
+
 func syncToAPI(s mirrorengine.SyncSettings) api.SyncSettings {
 	out := api.SyncSettings{
 		TopicConfigs: s.TopicConfigs, TopicConfigExcludes: s.TopicConfigExcludes,
@@ -69,6 +81,9 @@ func mirrorToAPI(d mirrorengine.MirrorDescription) api.Mirror {
 		SyncErrors:      d.SyncStatus.Errors,
 
 		SyncSkippedActiveGroups: d.SyncStatus.SkippedActiveGroups,
+	}
+	out.DestinationTopics = api.DestinationTopics{
+		ReplicationFactor: int(d.DestinationTopics.ReplicationFactor), MinInsyncReplicas: d.DestinationTopics.MinInsyncReplicas,
 	}
 	if out.SyncErrors == nil {
 		out.SyncErrors = map[string]string{}

@@ -243,7 +243,11 @@ func (s *server) createMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	}
 	ctx, cancel := commandContext(r)
 	defer cancel()
-	rec := mirrorengine.MirrorRecord{Name: req.Name, Source: sourceFromAPI(req.Source), SourceClusterID: req.SourceClusterID, Sync: sync}
+	dt, err := destinationTopicsFromAPI(req.DestinationTopics)
+	if err != nil {
+		return err
+	}
+	rec := mirrorengine.MirrorRecord{Name: req.Name, Source: sourceFromAPI(req.Source), SourceClusterID: req.SourceClusterID, Sync: sync, DestinationTopics: dt}
 	if _, err := e.CreateClusterMirror(ctx, rec); err != nil {
 		return err
 	}
@@ -350,9 +354,15 @@ func (s *server) updateMirror(w http.ResponseWriter, r *http.Request, e engineAP
 			return err
 		}
 	}
+	dt := current.DestinationTopics
+	if req.DestinationTopics != nil {
+		if dt, err = destinationTopicsFromAPI(req.DestinationTopics); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := commandContext(r)
 	defer cancel()
-	if _, err := e.UpdateClusterMirror(ctx, mirrorengine.MirrorRecord{Name: name, Source: source, Sync: sync}); err != nil {
+	if _, err := e.UpdateClusterMirror(ctx, mirrorengine.MirrorRecord{Name: name, Source: source, Sync: sync, DestinationTopics: dt}); err != nil {
 		return err
 	}
 	return writeMirror(w, e, name)

@@ -36,6 +36,22 @@ type CreateMirrorRequest struct {
 	SourceClusterID string `json:"source_cluster_id,omitempty"`
 	// Sync holds the metadata sync settings; nil means DefaultSync.
 	Sync *SyncSettings `json:"sync,omitempty"`
+	// DestinationTopics is how the worker creates the mirror's destination topics; nil
+	// means the defaults (see DestinationTopics).
+	DestinationTopics *DestinationTopics `json:"destination_topics,omitempty"`
+}
+
+// DestinationTopics are a mirror's settings for the destination topics the worker creates
+// (when a topic starts and the destination has no such topic; an existing topic is left as
+// it is). A zero field means its default:
+//   - ReplicationFactor: the source topic's replication factor;
+//   - MinInsyncReplicas: the source topic's min.insync.replicas override, else 2 when the
+//     topic has 3 or more replicas, else the destination broker's default.
+//
+// Both are capped by the destination's broker count (the worker logs a warning then).
+type DestinationTopics struct {
+	ReplicationFactor int `json:"replication_factor,omitempty"`
+	MinInsyncReplicas int `json:"min_insync_replicas,omitempty"`
 }
 
 // UpdateMirrorRequest is the body of PATCH /v1/mirrors/{mirror}: new credentials or new sync
@@ -45,6 +61,9 @@ type CreateMirrorRequest struct {
 type UpdateMirrorRequest struct {
 	Source *SourceConnection `json:"source,omitempty"`
 	Sync   *SyncSettings     `json:"sync,omitempty"`
+	// DestinationTopics, when given, replaces both settings ({} returns both to their
+	// defaults). They apply to destination topics created from then on.
+	DestinationTopics *DestinationTopics `json:"destination_topics,omitempty"`
 }
 
 // SourceConnection is the connection to a source cluster. In requests it carries secrets
@@ -109,7 +128,9 @@ type Mirror struct {
 	Source          SourceConnection `json:"source"`
 	SourceClusterID string           `json:"source_cluster_id"`
 	Sync            SyncSettings     `json:"sync"`
-	CreatedAt       time.Time        `json:"created_at"`
+	// DestinationTopics are the settings given (zero fields: the defaults).
+	DestinationTopics DestinationTopics `json:"destination_topics"`
+	CreatedAt         time.Time         `json:"created_at"`
 	// Topics are the topics whose mirror.name names this mirror, in any state, sorted.
 	Topics     []string `json:"topics"`
 	TopicCount int      `json:"topic_count"`

@@ -16,6 +16,7 @@ type MirrorDescription struct {
 	SASLUsername           string
 	TLS                    bool
 	Sync                   SyncSettings
+	DestinationTopics      DestinationTopicSettings
 	SyncStatus             SyncStatus
 	CreatedAt              time.Time
 	Topics                 []string
@@ -66,6 +67,7 @@ func (e *Engine) describeMirror(m MirrorRecord) MirrorDescription {
 	d := MirrorDescription{
 		Name: m.Name, SourceBootstrapServers: m.Source.BootstrapServers, SourceClusterID: m.SourceClusterID,
 		TLS: m.Source.TLS != nil, Sync: m.Sync, CreatedAt: m.CreatedAt, Topics: e.mirrorTopics(m.Name),
+		DestinationTopics: m.DestinationTopics,
 	}
 	if m.Source.SASL != nil {
 		d.SASLMechanism, d.SASLUsername = m.Source.SASL.Mechanism, m.Source.SASL.Username
