@@ -76,6 +76,7 @@ func (b rawBatch) lastOffset() int64  { return b.baseOffset() + int64(b.lastOffs
 func (b rawBatch) attributes() int16  { return int16(binary.BigEndian.Uint16(b[offAttributes:])) }
 func (b rawBatch) producerID() int64  { return int64(binary.BigEndian.Uint64(b[offProducerID:])) }
 func (b rawBatch) recordCount() int32 { return int32(binary.BigEndian.Uint32(b[offRecordCount:])) }
+func (b rawBatch) leaderEpoch() int32 { return int32(binary.BigEndian.Uint32(b[offLeaderEpoch:])) }
 func (b rawBatch) codec() int16       { return b.attributes() & attrCodecMask }
 
 // producer is the batch's producer id, epoch and first sequence.

@@ -35,6 +35,7 @@ type topicMeta struct {
 	id         [16]byte
 	partitions int
 	leader     int32 // leader of the mirrored partition, -1 if none
+	epoch      int32 // its leader epoch, sent with fetches so a stale leader is refused (KIP-320)
 }
 
 // metadata asks the cluster (never a cache: leaders move) for a topic's id, partition count
@@ -61,7 +62,7 @@ func (c cluster) metadata(ctx context.Context, topic string, partition int32) (t
 	meta := topicMeta{id: t.TopicID, partitions: len(t.Partitions), leader: -1}
 	for _, p := range t.Partitions {
 		if p.Partition == partition {
-			meta.leader = p.Leader
+			meta.leader, meta.epoch = p.Leader, p.LeaderEpoch
 		}
 	}
 	return meta, nil
@@ -77,7 +78,7 @@ type fetched struct {
 
 // fetch reads raw batches from the partition leader, read_uncommitted (the mirror needs
 // open-transaction data and markers, up to the high watermark).
-func (c cluster) fetch(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, offset int64, maxBytes int32) (fetched, error) {
+func (c cluster) fetch(ctx context.Context, meta topicMeta, topic string, partition int32, offset int64, maxBytes int32) (fetched, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = 250
@@ -86,19 +87,21 @@ func (c cluster) fetch(ctx context.Context, leader int32, topic string, id [16]b
 	req.IsolationLevel = 0
 	req.SessionEpoch = -1
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = topic, id
+	rt.Topic, rt.TopicID = topic, meta.id
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition = partition
 	rp.FetchOffset = offset
 	rp.PartitionMaxBytes = maxBytes
-	rp.CurrentLeaderEpoch = -1
+	// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH are retriable: the session restarts with
+	// fresh metadata.
+	rp.CurrentLeaderEpoch = meta.epoch
 	rp.LogStartOffset = -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 
 	var resp *kmsg.FetchResponse
 	for {
-		kresp, err := c.cl.Broker(int(leader)).Request(ctx, req)
+		kresp, err := c.cl.Broker(int(meta.leader)).Request(ctx, req)
 		if err != nil {
 			return fetched{}, err
 		}
@@ -181,6 +184,32 @@ type wireOrdered struct {
 func (r wireOrdered) AppendTo(dst []byte) []byte {
 	r.onWire()
 	return r.ProduceRequest.AppendTo(dst)
+}
+
+// epochEnd asks the partition leader where the log of leader epoch `epoch` ends
+// (OffsetForLeaderEpoch): the start of the next epoch, or the log end for the current one.
+func (c cluster) epochEnd(ctx context.Context, meta topicMeta, topic string, partition, epoch int32) (int64, error) {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = partition, meta.epoch, epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kresp, err := c.cl.Broker(int(meta.leader)).Request(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	resp := kresp.(*kmsg.OffsetForLeaderEpochResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, fmt.Errorf("%s offsets for leader epoch of %s[%d]: unexpected response shape", c.name, topic, partition)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		return 0, authErr(c.name, "describe leader epochs of "+topic, err)
+	}
+	return p.EndOffset, nil
 }
 
 // offsets returns a partition's log start and high watermark (read_uncommitted end).

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -89,18 +90,27 @@ type PartitionMirror struct {
 	// same batch (ProducerStateManager keeps the last five per producer), so they outlive
 	// the session and the next one resends them before it trusts the destination end.
 	unacked []*inflight
+
+	// lastEpoch is the source leader epoch of the last batch copied, -1 if unknown: every
+	// session checks that the source log of that epoch still reaches the destination end.
+	lastEpoch atomic.Int32
 }
 
 // NewPartitionMirror returns a mirror of cfg's partition from source to destination.
 func NewPartitionMirror(source, destination *kgo.Client, cfg PartitionConfig) *PartitionMirror {
 	cfg.defaults()
-	return &PartitionMirror{
+	m := &PartitionMirror{
 		cfg: cfg,
 		src: newCluster("source", source),
 		dst: newCluster("destination", destination),
 		log: cfg.Logger.With("mirror", cfg.Mirror, "topic", cfg.Topic, "partition", cfg.Partition),
 	}
+	m.lastEpoch.Store(-1)
+	return m
 }
+
+// LastMirroredEpoch is the source leader epoch of the last batch copied, -1 if unknown.
+func (m *PartitionMirror) LastMirroredEpoch() int32 { return m.lastEpoch.Load() }
 
 // Progress returns the latest known position.
 func (m *PartitionMirror) Progress() Progress {
@@ -264,6 +274,15 @@ func (s *session) prepare(ctx context.Context) error {
 	if dstEnd > srcEnd {
 		return &DestinationAheadError{Topic: cfg.Topic, Partition: cfg.Partition, DestinationEnd: dstEnd, SourceHighWatermark: srcEnd}
 	}
+	if lastEpoch := m.lastEpoch.Load(); lastEpoch >= 0 && dstEnd > 0 {
+		epochEnd, err := m.src.epochEnd(ctx, s.src, cfg.Topic, cfg.Partition, lastEpoch)
+		if err != nil {
+			return err
+		}
+		if err := checkLineage(lastEpoch, epochEnd, dstEnd); err != nil {
+			return err
+		}
+	}
 	s.next, s.dstLogStart = dstEnd, dstStart
 	m.setProgress(func(p *Progress) {
 		*p = Progress{SourceLogStart: srcStart, SourceHighWatermark: srcEnd, DestinationEnd: dstEnd}
@@ -414,7 +433,7 @@ func (s *session) step(ctx context.Context) error {
 	m, cfg := s.m, s.cfg
 	offset := max(s.next, s.alignTo)
 	began := time.Now()
-	f, err := m.src.fetch(ctx, s.src.leader, cfg.Topic, s.src.id, cfg.Partition, offset, cfg.FetchMaxBytes)
+	f, err := m.src.fetch(ctx, s.src, cfg.Topic, cfg.Partition, offset, cfg.FetchMaxBytes)
 	if err == nil && len(f.batches) > 0 {
 		cfg.Observer.FetchLatency(time.Since(began))
 	}
@@ -440,6 +459,11 @@ func (s *session) step(ctx context.Context) error {
 	// Pipelining spans one fetch response; its end is where progress becomes visible.
 	if err := s.flush(); err != nil {
 		return err
+	}
+	for _, w := range p.writes {
+		if w.batch != nil {
+			m.lastEpoch.Store(w.batch.leaderEpoch())
+		}
 	}
 	if p.err != nil {
 		return p.err

@@ -183,7 +183,7 @@ func rawBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int3
 	}
 	var out []rawBatch
 	for off := start; off < end; {
-		f, err := cl.fetch(ctx, meta.leader, topic, meta.id, partition, off, 1<<20)
+		f, err := cl.fetch(ctx, meta, topic, partition, off, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

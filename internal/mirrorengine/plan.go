@@ -31,7 +31,7 @@ func (k writeKind) String() string {
 type write struct {
 	kind   writeKind
 	at, n  int64
-	batch  rawBatch // forward and run: the source batch
+	batch  rawBatch // forward, run and markers: the source batch
 	run    run      // run: its records
 	txn    bool     // forward and run: data of a source transaction
 	pid    int64    // transaction data and markers: the source producer id
@@ -135,11 +135,11 @@ func (p *planner) batch(b rawBatch) error {
 		commit := kind == kindCommit
 		if p.open[pid] {
 			delete(p.open, pid)
-			p.add(write{kind: writeEndTxn, n: 1, pid: pid, commit: commit})
+			p.add(write{kind: writeEndTxn, n: 1, batch: b, pid: pid, commit: commit})
 		} else {
 			// Nothing replayed to end (the transaction began below the log start, or the
 			// source holds a lone marker itself): a lone marker of the same kind.
-			p.add(write{kind: writeLoneMarker, n: 1, pid: pid, commit: commit})
+			p.add(write{kind: writeLoneMarker, n: 1, batch: b, pid: pid, commit: commit})
 		}
 		return nil
 	}
@@ -183,4 +183,16 @@ func (p *planner) batch(b rawBatch) error {
 	}
 	p.fill(b.lastOffset() + 1)
 	return nil
+}
+
+// checkLineage decides whether the destination still continues the source after a leader
+// change: the source log of the epoch of the last batch copied must reach the destination
+// end. Otherwise an unclean election truncated the source below what was copied and its
+// offsets now hold other records (KIP-320; the KIP's ULE_RECOVERY case). lastEpoch < 0: no
+// batch copied yet, or its epoch is not known.
+func checkLineage(lastEpoch int32, epochEnd, dstEnd int64) error {
+	if lastEpoch < 0 || epochEnd < 0 || epochEnd >= dstEnd {
+		return nil
+	}
+	return &SourceTruncatedError{Epoch: lastEpoch, EpochEnd: epochEnd, DestinationEnd: dstEnd}
 }

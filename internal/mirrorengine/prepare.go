@@ -397,7 +397,7 @@ func readRange(ctx context.Context, c cluster, topic string, partition int32, fr
 		return false, err
 	}
 	for next := from; next < end; {
-		f, err := c.fetch(ctx, meta.leader, topic, meta.id, partition, next, 1<<20)
+		f, err := c.fetch(ctx, meta, topic, partition, next, 1<<20)
 		if errors.Is(err, kerr.OffsetOutOfRange) {
 			return next > from, nil
 		}

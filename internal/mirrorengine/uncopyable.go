@@ -28,3 +28,18 @@ func (e *BatchTooLargeError) Error() string {
 }
 
 func (e *BatchTooLargeError) Is(target error) bool { return target == errUncopyable }
+
+// SourceTruncatedError: the source log was truncated below what the destination holds (an
+// unclean leader election) and its offsets from EpochEnd on now hold other records.
+type SourceTruncatedError struct {
+	Epoch          int32 // the source leader epoch of the last batch copied
+	EpochEnd       int64 // where the source's log of that epoch now ends
+	DestinationEnd int64
+}
+
+func (e *SourceTruncatedError) Error() string {
+	return fmt.Sprintf("the source log of leader epoch %d now ends at offset %d, but the destination holds offsets up to %d: the source was truncated (unclean leader election) and offsets %d to %d differ; mirroring of this partition stopped",
+		e.Epoch, e.EpochEnd, e.DestinationEnd-1, e.EpochEnd, e.DestinationEnd-1)
+}
+
+func (e *SourceTruncatedError) Is(target error) bool { return target == errUncopyable }
