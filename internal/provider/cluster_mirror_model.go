@@ -21,6 +21,7 @@ type clusterMirrorResourceModel struct {
 	Source          types.Object `tfsdk:"source"`
 	SourceClusterID types.String `tfsdk:"source_cluster_id"`
 	Sync            types.Object `tfsdk:"sync"`
+	DestTopics      types.Object `tfsdk:"destination_topics"`
 	TopicCount      types.Int64  `tfsdk:"topic_count"`
 	TopicsPattern   types.String `tfsdk:"source_topics_pattern"`
 	SourceTopics    types.List   `tfsdk:"source_topics"`

@@ -120,7 +120,7 @@ func (r *ClusterMirrorResource) Schema(ctx context.Context, _ resource.SchemaReq
 						Default:             booldefault.StaticBool(true),
 					},
 					"topic_config_excludes": schema.ListAttribute{
-						MarkdownDescription: "Further topic config names never copied, besides the KIP's built-in exclude list.",
+						MarkdownDescription: "Further topic configs never copied, besides the KIP's built-in exclude list: names or regular expressions (RE2) that match whole names, such as `retention\\..*`.",
 						ElementType:         types.StringType,
 						Optional:            true,
 						Computed:            true,
@@ -157,6 +157,7 @@ func (r *ClusterMirrorResource) Schema(ctx context.Context, _ resource.SchemaReq
 					},
 				},
 			},
+			"destination_topics": destinationTopicsAttribute(),
 			"topic_count": schema.Int64Attribute{
 				MarkdownDescription: "How many topics name this mirror in their `mirror.name`, in any state (stopped ones included).",
 				Computed:            true,
@@ -314,14 +315,17 @@ func (r *ClusterMirrorResource) Create(ctx context.Context, req resource.CreateR
 	resp.Diagnostics.Append(diags...)
 	sync, diags := syncRequest(ctx, plan.Sync)
 	resp.Diagnostics.Append(diags...)
+	dt, diags := destinationTopicsRequest(ctx, plan.DestTopics)
+	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	name := plan.Name.ValueString()
 	ctx = tflog.SetField(ctx, "mirror", name)
-	tflog.Debug(ctx, "creating cluster mirror", map[string]any{"source_bootstrap_servers": source.BootstrapServers})
+	tflog.Debug(ctx, "creating cluster mirror", map[string]any{"source_bootstrap_servers": source.BootstrapServers,
+		"destination_replication_factor": dt.ReplicationFactor, "destination_min_insync_replicas": dt.MinInsyncReplicas})
 	m, err := client.CreateMirror(ctx, api.CreateMirrorRequest{
-		Name: name, Source: source, SourceClusterID: plan.SourceClusterID.ValueString(), Sync: sync,
+		Name: name, Source: source, SourceClusterID: plan.SourceClusterID.ValueString(), Sync: sync, DestinationTopics: dt,
 	})
 	if err != nil {
 		detail := fmt.Sprintf("The worker refused or failed to create cluster mirror %q: %v%s", name, err, sourceErrorHint(err))
@@ -458,6 +462,7 @@ func (r *ClusterMirrorResource) Read(ctx context.Context, req resource.ReadReque
 	state.Source = src
 	state.SourceClusterID = types.StringValue(m.SourceClusterID)
 	state.Sync = syncObject(m.Sync, state.Sync)
+	state.DestTopics = destinationTopicsObject(m.DestinationTopics, state.DestTopics)
 	state.TopicCount = types.Int64Value(int64(m.TopicCount))
 	if state.TopicsPattern.IsNull() {
 		state.SourceTopics = types.ListNull(types.StringType)
@@ -505,16 +510,20 @@ func (r *ClusterMirrorResource) Update(ctx context.Context, req resource.UpdateR
 	}
 	sync, diags := syncRequest(ctx, plan.Sync)
 	resp.Diagnostics.Append(diags...)
+	// Always sent: a removed destination_topics returns the worker to the defaults.
+	dt, diags := destinationTopicsRequest(ctx, plan.DestTopics)
+	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	name := plan.Name.ValueString()
 	ctx = tflog.SetField(ctx, "mirror", name)
-	tflog.Debug(ctx, "updating cluster mirror", map[string]any{"source_changed": source != nil})
-	m, err := client.UpdateMirror(ctx, name, api.UpdateMirrorRequest{Source: source, Sync: sync})
+	tflog.Debug(ctx, "updating cluster mirror", map[string]any{"source_changed": source != nil,
+		"destination_replication_factor": dt.ReplicationFactor, "destination_min_insync_replicas": dt.MinInsyncReplicas})
+	m, err := client.UpdateMirror(ctx, name, api.UpdateMirrorRequest{Source: source, Sync: sync, DestinationTopics: dt})
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot update cluster mirror",
-			fmt.Sprintf("The worker refused or failed to update the source connection and sync settings of cluster mirror %q: %v%s", name, err, sourceErrorHint(err)))
+			fmt.Sprintf("The worker refused or failed to update the source connection, sync settings and destination topic settings of cluster mirror %q: %v%s", name, err, sourceErrorHint(err)))
 		return
 	}
 	tflog.Info(ctx, "updated cluster mirror")

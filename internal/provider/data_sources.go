@@ -54,6 +54,7 @@ type clusterMirrorDataSourceModel struct {
 	SourceSASLUsername     types.String `tfsdk:"source_sasl_username"`
 	SourceClusterID        types.String `tfsdk:"source_cluster_id"`
 	Sync                   types.Object `tfsdk:"sync"`
+	DestinationTopics      types.Object `tfsdk:"destination_topics"`
 	Topics                 types.List   `tfsdk:"topics"`
 	TopicCount             types.Int64  `tfsdk:"topic_count"`
 	CreatedAt              types.String `tfsdk:"created_at"`
@@ -96,6 +97,7 @@ func (d *ClusterMirrorDataSource) Schema(_ context.Context, _ datasource.SchemaR
 					"acls":                  schema.BoolAttribute{MarkdownDescription: "Whether ACLs are copied.", Computed: true},
 				},
 			},
+			"destination_topics": destinationTopicsDataSourceAttribute(),
 			"topics": schema.ListAttribute{
 				MarkdownDescription: "The topics whose `mirror.name` names this mirror, in any state, sorted.",
 				ElementType:         types.StringType,
@@ -131,6 +133,7 @@ func (d *ClusterMirrorDataSource) Read(ctx context.Context, req datasource.ReadR
 	}
 	data.SourceClusterID = types.StringValue(m.SourceClusterID)
 	data.Sync = syncObject(m.Sync, types.ObjectNull(syncAttrTypes))
+	data.DestinationTopics = destinationTopicsObject(m.DestinationTopics, types.ObjectNull(destinationTopicsAttrTypes))
 	data.Topics = stringList(m.Topics)
 	data.TopicCount = types.Int64Value(int64(m.TopicCount))
 	data.CreatedAt = types.StringValue(m.CreatedAt.UTC().Format(time.RFC3339))

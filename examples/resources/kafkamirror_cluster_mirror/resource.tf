@@ -28,6 +28,14 @@ resource "kafkamirror_cluster_mirror" "eu_to_us" {
     group_excludes  = ["^_confluent"]
   }
 
+  # Optional: how the worker creates destination topics. Default: the source topic's
+  # replication factor (capped by the destination's broker count) and min.insync.replicas
+  # from the source's override, else 2 from 3 replicas on.
+  destination_topics = {
+    replication_factor  = 3
+    min_insync_replicas = 2
+  }
+
   # Lists the matching source topics in source_topics, known at plan time.
   source_topics_pattern = "^orders\\."
 }
