@@ -5,6 +5,8 @@ package main
 // MirrorRecord, so no code path can echo a password or a client key.
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
@@ -79,6 +81,7 @@ func mirrorToAPI(d mirrorengine.MirrorDescription) api.Mirror {
 		Topics:          d.Topics,
 		TopicCount:      len(d.Topics),
 		SyncErrors:      d.SyncStatus.Errors,
+		Error:           d.Error,
 
 		SyncSkippedActiveGroups: d.SyncStatus.SkippedActiveGroups,
 	}
@@ -111,10 +114,29 @@ func topicToAPI(d mirrorengine.TopicDescription) api.Topic {
 	for _, p := range d.Partitions {
 		out.Partitions = append(out.Partitions, api.Partition{
 			Partition: p.Partition, State: p.State.String(),
-			SourceOffset: p.SourceOffset, DestinationOffset: p.DestinationOffset, Lag: p.Lag,
+			SourceOffset: p.SourceOffset, SourceOffsetAt: p.SourceOffsetAt,
+			DestinationOffset: p.DestinationOffset, DestinationOffsetAt: p.DestinationOffsetAt,
+			Unreachable: p.Unreachable, Lag: p.Lag,
 			LastMirroredOffset: p.LastMirroredOffset, LastMirroredEpoch: p.LastMirroredEpoch,
 			Error: p.Error, RetryAttempt: p.RetryAttempt,
 		})
+	}
+	return out
+}
+
+// stateRecordToAPI builds the answer about a __mirror_state record, with its value when
+// withValue: as JSON when it is JSON, else in base64.
+func stateRecordToAPI(r mirrorengine.StateRecord, withValue bool) api.StateRecord {
+	out := api.StateRecord{
+		Key: r.Key, Kind: r.Kind, Mirror: r.Mirror, Topic: r.Topic, Partition: r.Partition,
+		StatePartition: r.StatePartition, Offset: r.Offset, Problem: r.Problem,
+	}
+	switch {
+	case !withValue:
+	case json.Valid(r.Value):
+		out.Value = r.Value
+	default:
+		out.ValueBase64 = base64.StdEncoding.EncodeToString(r.Value)
 	}
 	return out
 }

@@ -12,6 +12,7 @@
 //	kafkamirror-worker create --mirror M --mirror-config FILE
 //	kafkamirror-worker delete --mirror M
 //	kafkamirror-worker start|stop|pause|resume --mirror M --topics T,...
+//	kafkamirror-worker state bad-records|show|remove [--key KEY] [--force]
 //
 // Settings come from a YAML file (--config, KAFKAMIRROR_CONFIG), then KAFKAMIRROR_*
 // environment variables, then flags; later sources win. `kafkamirror-worker run -h` lists
@@ -75,6 +76,8 @@ func realMain(args []string, stdout, stderr io.Writer, getenv func(string) (stri
 		return deleteCommand(args, stdout, stderr, getenv)
 	case api.ActionStart, api.ActionStop, api.ActionPause, api.ActionResume:
 		return topicCommandCLI(cmd)(args, stdout, stderr, getenv)
+	case "state":
+		return stateCommand(args, stdout, stderr, getenv)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -98,6 +101,7 @@ Commands for a running worker (the KIP's kafka-cluster-mirrors.sh), through its 
   kafkamirror-worker stop --mirror M --topics T,...     fail topics over (--promote: wait for lag 0 first)
   kafkamirror-worker pause --mirror M --topics T,...    stop copying; the topics stay read-only
   kafkamirror-worker resume --mirror M --topics T,...   copy paused topics again
+  kafkamirror-worker state bad-records|show|remove      repair __mirror_state records that cannot be read
 
 A change made here to a topic that Terraform manages is undone by the next terraform apply
 unless the configuration says the same. Run "kafkamirror-worker <command> -h" for the flags

@@ -15,6 +15,11 @@ package main
 //	kafkamirror_produce_latency_seconds                    destination produce latency
 //	kafkamirror_partition_failures_total{mirror,topic,retryable}
 //	kafkamirror_partition_retries_total{mirror,topic}
+//	kafkamirror_partition_session_failures_total{mirror,topic}  data path sessions retried
+//	kafkamirror_stalled_partitions                          MIRRORING partitions whose sessions
+//	                                                        have failed for the stall threshold
+//	kafkamirror_partition_stalled_seconds{mirror,topic,partition}  how long, per stalled partition
+//	kafkamirror_state_bad_records{kind}                     unreadable __mirror_state records
 
 import (
 	"context"
@@ -44,6 +49,7 @@ type metrics struct {
 	produce   prometheus.Histogram
 	failures  *prometheus.CounterVec
 	retries   *prometheus.CounterVec
+	sessions  *prometheus.CounterVec
 	collector *engineCollector
 }
 
@@ -72,9 +78,12 @@ func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kafkamirror_partition_retries_total", Help: "Automatic retries of FAILED partitions.",
 		}, []string{"mirror", "topic"}),
+		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_partition_session_failures_total", Help: "Data path sessions of MIRRORING partitions that failed and were retried (a cluster not answering, a leader move).",
+		}, []string{"mirror", "topic"}),
 		collector: newEngineCollector(slot, log),
 	}
-	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.failures, m.retries, m.collector,
+	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.failures, m.retries, m.sessions, m.collector,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -105,6 +114,14 @@ func (m *metrics) Retried(mirror, topic string, _ int32) {
 	m.retries.WithLabelValues(mirror, topic).Inc()
 }
 
+// SessionStarted implements mirrorengine.Observer; stalls are read from the engine.
+func (m *metrics) SessionStarted(string, string, int32) {}
+
+// SessionFailed implements mirrorengine.Observer.
+func (m *metrics) SessionFailed(mirror, topic string, _ int32, _ error) {
+	m.sessions.WithLabelValues(mirror, topic).Inc()
+}
+
 // engineCollector reads states and lag from the engine at scrape time.
 type engineCollector struct {
 	slot       *engineSlot
@@ -114,6 +131,9 @@ type engineCollector struct {
 	lag        *prometheus.Desc
 	maxLag     *prometheus.Desc
 	syncErrors map[string]*prometheus.Desc // by the KIP's sync error gauge name
+	stalled    *prometheus.Desc
+	stalledFor *prometheus.Desc
+	badRecords *prometheus.Desc
 }
 
 // statePascal turns "MIRRORING" into "Mirroring", for the KIP's gauge names in help texts.
@@ -127,6 +147,12 @@ func newEngineCollector(slot *engineSlot, log *slog.Logger) *engineCollector {
 		lag: prometheus.NewDesc("kafkamirror_partition_lag", "Source high watermark minus destination end offset, per mirrored partition.",
 			[]string{"mirror", "topic", "partition"}, nil),
 		maxLag: prometheus.NewDesc("kafkamirror_max_lag", "The largest partition lag of a mirror (the KIP's MaxLag).", []string{"mirror"}, nil),
+		stalled: prometheus.NewDesc("kafkamirror_stalled_partitions",
+			"MIRRORING partitions whose data path sessions have failed for the stall threshold or longer (a cluster they cannot reach).", nil, nil),
+		stalledFor: prometheus.NewDesc("kafkamirror_partition_stalled_seconds", "How long a stalled partition's sessions have failed.",
+			[]string{"mirror", "topic", "partition"}, nil),
+		badRecords: prometheus.NewDesc("kafkamirror_state_bad_records",
+			"__mirror_state records that cannot be read; what they describe waits for the operator (kafkamirror-worker state bad-records).", []string{"kind"}, nil),
 	}
 	for _, s := range api.States {
 		c.perState[s] = prometheus.NewDesc("kafkamirror_"+strings.ToLower(s)+"_partition_state",
@@ -172,6 +198,9 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.syncErrors {
 		ch <- d
 	}
+	ch <- c.stalled
+	ch <- c.stalledFor
+	ch <- c.badRecords
 }
 
 // Collect implements prometheus.Collector. Before the engine is open it reports nothing:
@@ -188,6 +217,18 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range api.States {
 		ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(counts[s]), s)
 		ch <- prometheus.MustNewConstMetric(c.perState[s], prometheus.GaugeValue, float64(counts[s]))
+	}
+	stalled := e.StalledPartitions()
+	ch <- prometheus.MustNewConstMetric(c.stalled, prometheus.GaugeValue, float64(len(stalled)))
+	for _, p := range stalled {
+		ch <- prometheus.MustNewConstMetric(c.stalledFor, prometheus.GaugeValue, time.Since(p.Since).Seconds(), p.Mirror, p.Topic, strconv.Itoa(int(p.Partition)))
+	}
+	bad := map[string]int{}
+	for _, r := range e.BadStateRecords() {
+		bad[r.Kind]++
+	}
+	for _, kind := range mirrorengine.StateRecordKinds {
+		ch <- prometheus.MustNewConstMetric(c.badRecords, prometheus.GaugeValue, float64(bad[kind]), kind)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
@@ -208,8 +249,8 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		known := false
 		for _, t := range topics {
 			for _, p := range t.Partitions {
-				if p.SourceOffset < 0 || p.DestinationOffset < 0 {
-					continue // unknown lag is left out rather than reported as 0
+				if p.SourceOffset < 0 || p.DestinationOffset < 0 || len(p.Unreachable) > 0 {
+					continue // unknown or stale lag is left out rather than reported as current
 				}
 				ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(p.Lag), m.Name, t.Topic, strconv.Itoa(int(p.Partition)))
 				maxLag, known = max(maxLag, p.Lag), true

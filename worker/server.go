@@ -47,6 +47,10 @@ type engineAPI interface {
 	DescribeMirrorTopic(ctx context.Context, mirror, topic string) (mirrorengine.TopicDescription, error)
 	DescribeMirrorTopics(ctx context.Context, mirror string) ([]mirrorengine.TopicDescription, error)
 	PartitionStates() map[mirrorengine.State]int
+	StalledPartitions() []mirrorengine.StalledPartition
+	BadStateRecords() []mirrorengine.StateRecord
+	StateRecord(key string) (mirrorengine.StateRecord, error)
+	RemoveStateRecord(ctx context.Context, key string, force bool) error
 }
 
 // engineSlot holds the engine once it is open; the API answers 503 until then.
@@ -103,6 +107,9 @@ func newServer(token string, canSeal bool, log *slog.Logger, slot *engineSlot, m
 		m.Handle("POST /v1/mirrors/{mirror}/topics/"+action, s.v1(s.topicCommand(action)))
 	}
 	m.Handle("GET /v1/mirrors/{mirror}/topics/{topic}", s.v1(s.getTopic))
+	m.Handle("GET /v1/state/bad-records", s.v1(s.badStateRecords))
+	m.Handle("GET /v1/state/records/{key...}", s.v1(s.getStateRecord))
+	m.Handle("DELETE /v1/state/records/{key...}", s.v1(s.removeStateRecord))
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 	})
@@ -528,6 +535,42 @@ func (s *server) getTopic(w http.ResponseWriter, r *http.Request, e engineAPI) e
 	t := topicToAPI(d)
 	t.Owner, _ = e.TopicOwner(d.Topic)
 	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+func (s *server) badStateRecords(w http.ResponseWriter, _ *http.Request, e engineAPI) error {
+	out := api.StateRecords{Records: []api.StateRecord{}}
+	for _, r := range e.BadStateRecords() {
+		out.Records = append(out.Records, stateRecordToAPI(r, false))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *server) getStateRecord(w http.ResponseWriter, r *http.Request, e engineAPI) error {
+	rec, err := e.StateRecord(r.PathValue("key"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, stateRecordToAPI(rec, true))
+	return nil
+}
+
+func (s *server) removeStateRecord(w http.ResponseWriter, r *http.Request, e engineAPI) error {
+	var force bool
+	switch v := r.URL.Query().Get("force"); v {
+	case "", "false":
+	case "true":
+		force = true
+	default:
+		return badRequest(api.CodeInvalidRequest, "force=%q: want true or false", v)
+	}
+	ctx, cancel := commandContext(r)
+	defer cancel()
+	if err := e.RemoveStateRecord(ctx, r.PathValue("key"), force); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

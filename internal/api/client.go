@@ -232,6 +232,44 @@ func (c *Client) GetTopic(ctx context.Context, mirror, topic string) (*Topic, er
 	return &out, nil
 }
 
+// BadStateRecords lists the worker's __mirror_state records that cannot be read.
+func (c *Client) BadStateRecords(ctx context.Context) ([]StateRecord, error) {
+	var out StateRecords
+	if err := c.do(ctx, http.MethodGet, "/v1/state/bad-records", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Records, nil
+}
+
+// StateRecord returns a __mirror_state record with its value.
+func (c *Client) StateRecord(ctx context.Context, key string) (*StateRecord, error) {
+	var out StateRecord
+	if err := c.do(ctx, http.MethodGet, stateRecordPath(key), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RemoveStateRecord removes a __mirror_state record that cannot be read; force removes a
+// readable partition or lastmirror record too.
+func (c *Client) RemoveStateRecord(ctx context.Context, key string, force bool) error {
+	var q url.Values
+	if force {
+		q = url.Values{"force": {"true"}}
+	}
+	return c.do(ctx, http.MethodDelete, stateRecordPath(key), q, nil, nil)
+}
+
+// stateRecordPath escapes each '/'-separated part of a key, so the key stays one route
+// wildcard whatever its names hold.
+func stateRecordPath(key string) string {
+	parts := strings.Split(key, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return "/v1/state/records/" + strings.Join(parts, "/")
+}
+
 // Healthy returns nil when the worker process answers (liveness).
 func (c *Client) Healthy(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil)

@@ -8,8 +8,8 @@ import (
 )
 
 // The error codes of the API: the KIP-1279 (and Kafka) error names the engine uses, plus the
-// few the HTTP layer adds (AUTHENTICATION_FAILED, COORDINATOR_LOAD_IN_PROGRESS,
-// MIRROR_TOPIC_OWNER_MISMATCH).
+// few the worker adds (AUTHENTICATION_FAILED, COORDINATOR_LOAD_IN_PROGRESS,
+// MIRROR_TOPIC_OWNER_MISMATCH, and the __mirror_state record codes).
 const (
 	CodeUnknownClusterMirror        = "UNKNOWN_CLUSTER_MIRROR"
 	CodeClusterMirrorAlreadyExists  = "CLUSTER_MIRROR_ALREADY_EXISTS"
@@ -39,6 +39,11 @@ const (
 	// CodeMirrorTopicOwnerMismatch: a command for a topic that another owner manages
 	// (TopicsRequest.Owner) (409).
 	CodeMirrorTopicOwnerMismatch = "MIRROR_TOPIC_OWNER_MISMATCH"
+	// CodeMirrorStateRecordUnreadable: a command on a mirror or topic whose __mirror_state
+	// record cannot be read, until the operator removes it (409).
+	CodeMirrorStateRecordUnreadable = "MIRROR_STATE_RECORD_UNREADABLE"
+	// CodeUnknownMirrorStateRecord: no __mirror_state record has the key (404).
+	CodeUnknownMirrorStateRecord = "UNKNOWN_MIRROR_STATE_RECORD"
 )
 
 // StatusFor is the HTTP status the worker answers an error code with. It is part of the
@@ -47,10 +52,10 @@ const (
 // unreachable cluster, a worker that is loading, an internal error) are 5xx.
 func StatusFor(code string) int {
 	switch code {
-	case CodeUnknownClusterMirror, CodeTopicNotInClusterMirror, CodeUnknownTopicOrPartition:
+	case CodeUnknownClusterMirror, CodeTopicNotInClusterMirror, CodeUnknownTopicOrPartition, CodeUnknownMirrorStateRecord:
 		return http.StatusNotFound
 	case CodeClusterMirrorAlreadyExists, CodeClusterMirrorNotEmpty, CodeTopicAlreadyInClusterMirror,
-		CodeMirrorTopicAlreadyStopped, CodeSourceClusterIDMismatch, CodeMirrorTopicOwnerMismatch:
+		CodeMirrorTopicAlreadyStopped, CodeSourceClusterIDMismatch, CodeMirrorTopicOwnerMismatch, CodeMirrorStateRecordUnreadable:
 		return http.StatusConflict
 	case CodeSaslAuthenticationFailed, CodeUnsupportedVersion:
 		// The source refused the credentials of the request (or of the stored mirror):

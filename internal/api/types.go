@@ -17,12 +17,20 @@
 //	POST   /v1/mirrors/{mirror}/topics/pause        TopicsRequest → TopicResults
 //	POST   /v1/mirrors/{mirror}/topics/resume       TopicsRequest → TopicResults
 //	GET    /v1/mirrors/{mirror}/topics/{topic}      → Topic
+//	GET    /v1/state/bad-records                    → StateRecords
+//	GET    /v1/state/records/{key...}               → StateRecord
+//	DELETE /v1/state/records/{key...}               ?force=true → 204
 //	GET    /metrics, /healthz, /readyz              no token
 //
 // A failed request has a non-2xx status and an ErrorBody; the client returns it as *Error.
+// The reads answer within a few seconds whatever the clusters do: a describe of topics waits
+// at most 3 s for each cluster (Partition.Unreachable), the other reads ask no cluster.
 package api
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // CreateMirrorRequest is the body of POST /v1/mirrors (the KIP's CreateClusterMirror).
 type CreateMirrorRequest struct {
@@ -141,6 +149,10 @@ type Mirror struct {
 	// SyncSkippedActiveGroups counts consumer groups whose offsets the last cycle left alone
 	// because they have members on the destination.
 	SyncSkippedActiveGroups int `json:"sync_skipped_active_groups"`
+	// Error is why the mirror cannot be used: its __mirror_state record cannot be read (see
+	// StateRecord). Its topics do not run and commands on it answer
+	// MIRROR_STATE_RECORD_UNREADABLE; only Name and Topics are filled.
+	Error string `json:"error,omitempty"`
 }
 
 // MirrorList is the body of GET /v1/mirrors (the KIP's ListClusterMirrors), sorted by name.
@@ -271,16 +283,25 @@ type Partition struct {
 	Partition int32 `json:"partition"`
 	// State is the KIP's state name (StateMirroring, ...).
 	State string `json:"state"`
-	// SourceOffset is the source high watermark, -1 when the source could not be asked.
-	SourceOffset int64 `json:"source_offset"`
-	// DestinationOffset is the destination end offset, -1 when unknown.
-	DestinationOffset int64 `json:"destination_offset"`
+	// SourceOffset is the source high watermark and DestinationOffset the destination end
+	// offset as last read, at SourceOffsetAt and DestinationOffsetAt: now when the cluster
+	// answered this describe in time, earlier when it did not (then it is in Unreachable);
+	// -1 (and no time) when never read.
+	SourceOffset        int64     `json:"source_offset"`
+	SourceOffsetAt      time.Time `json:"source_offset_at,omitzero"`
+	DestinationOffset   int64     `json:"destination_offset"`
+	DestinationOffsetAt time.Time `json:"destination_offset_at,omitzero"`
+	// Unreachable names the clusters, "source" and "destination", that did not answer this
+	// describe in time (the worker waits 3 s for each).
+	Unreachable []string `json:"unreachable,omitempty"`
 	// Lag is SourceOffset - DestinationOffset, 0 when either is unknown.
 	Lag int64 `json:"lag"`
 	// LastMirroredOffset and LastMirroredEpoch are recorded at stop; -1 before.
 	LastMirroredOffset int64 `json:"last_mirrored_offset"`
 	LastMirroredEpoch  int32 `json:"last_mirrored_epoch"`
-	// Error is the failure of a FAILED partition.
+	// Error is the failure of a FAILED partition, or why a MIRRORING one is stalled ("stalled:
+	// source unreachable, mirroring sessions failing for 45s: ..."): its data path has not
+	// reached a cluster for longer than the worker's stall threshold.
 	Error string `json:"error"`
 	// RetryAttempt counts automatic retries; -1 means the failure is not retryable and waits
 	// for the operator.
@@ -291,4 +312,31 @@ type Partition struct {
 type Health struct {
 	Status  string `json:"status"` // "ok" or "unavailable"
 	Message string `json:"message,omitempty"`
+}
+
+// StateRecord is a record of the worker's __mirror_state topic, for the operator's repair
+// of one that cannot be read (the worker's `state` commands).
+type StateRecord struct {
+	Key string `json:"key"`
+	// Kind is "mirror", "topicconfig", "partition" or "lastmirror"; Mirror, Topic and
+	// Partition are the key's other parts ("" or -1 where the kind has none).
+	Kind      string `json:"kind"`
+	Mirror    string `json:"mirror,omitempty"`
+	Topic     string `json:"topic,omitempty"`
+	Partition int32  `json:"partition"`
+	// StatePartition and Offset locate the record in __mirror_state.
+	StatePartition int32 `json:"state_partition"`
+	Offset         int64 `json:"offset"`
+	// Problem is why the value cannot be read; empty for a readable record.
+	Problem string `json:"problem,omitempty"`
+	// The stored value (GET /v1/state/records/{key} only): Value when it is JSON, with a
+	// mirror's secret fields redacted, else ValueBase64.
+	Value       json.RawMessage `json:"value,omitempty"`
+	ValueBase64 string          `json:"value_base64,omitempty"`
+}
+
+// StateRecords is the body of GET /v1/state/bad-records: the records that cannot be read,
+// sorted by key, without their values.
+type StateRecords struct {
+	Records []StateRecord `json:"records"`
 }

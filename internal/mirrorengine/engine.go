@@ -29,6 +29,9 @@ type Config struct {
 	SourceOpts []kgo.Opt
 	Logger     *slog.Logger
 	Observer   Observer // default: discards
+	// StallAfter is how long the sessions of a MIRRORING partition may fail before it is
+	// reported stalled; default DefaultStallAfter.
+	StallAfter time.Duration
 }
 
 // Engine is the control plane: it validates and applies the KIP's commands, records them
@@ -47,6 +50,8 @@ type Engine struct {
 
 	cmdMu   sync.Mutex // commands run one at a time
 	topicMu sync.Mutex // destination topic creation and recreation
+
+	offsets offsetCache // the end offsets describes read last
 
 	mu      sync.Mutex
 	sources map[string]*kgo.Client // by mirror name
@@ -70,6 +75,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
+	}
+	if cfg.StallAfter <= 0 {
+		cfg.StallAfter = DefaultStallAfter
 	}
 	if cfg.Retry.Initial == 0 && cfg.Retry.Max == 0 && cfg.Retry.MaxAttempts == 0 {
 		cfg.Retry = RetryPolicy{Initial: 100 * time.Millisecond, Max: 5 * time.Minute, MaxAttempts: 20, Jitter: cfg.Retry.Jitter}
@@ -96,21 +104,28 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	for _, m := range store.Mirrors() {
 		e.startSyncer(m.Name)
+		e.resumeTopics(ctx, m.Name)
 	}
-	for topic, tc := range store.TopicConfigs() {
-		mirror, _ := ParseMirrorName(tc.MirrorName)
-		if _, ok := store.Mirror(mirror); !ok {
-			continue
-		}
-		for p := range store.Partitions(mirror, topic) {
+	return e, nil
+}
+
+// resumeTopics starts a runner for every partition of the mirror's topics, where its record
+// says it was.
+func (e *Engine) resumeTopics(ctx context.Context, mirror string) {
+	for _, topic := range e.mirrorTopics(mirror) {
+		for p := range e.store.Partitions(mirror, topic) {
 			e.runner(partitionKey{mirror, topic, p})
+		}
+		for _, b := range e.store.BadRecords() {
+			if b.Kind == kindName(kindPartition) && b.Mirror == mirror && b.Topic == topic {
+				e.runner(partitionKey{mirror, topic, b.Partition}) // FAILED until the operator acts
+			}
 		}
 		// Partitions without a record yet (a crash right after the start was recorded).
 		if err := e.ensureRunners(ctx, mirror, topic); err != nil {
 			e.log.Warn("cannot list the source partitions of a mirrored topic yet", "mirror", mirror, "topic", topic, "error", err)
 		}
 	}
-	return e, nil
 }
 
 func storeTopic(c StoreConfig) string {
@@ -290,6 +305,9 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 	if err := ValidateMirrorName(m.Name); err != nil {
 		return MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorName, "%v", err)
 	}
+	if cerr := e.mirrorProblem(m.Name); cerr != nil {
+		return MirrorRecord{}, cerr
+	}
 	if _, ok := e.store.Mirror(m.Name); ok {
 		return MirrorRecord{}, cmdErr(CodeClusterMirrorAlreadyExists, "cluster mirror %q already exists", m.Name)
 	}
@@ -309,6 +327,8 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 		return MirrorRecord{}, err
 	}
 	e.startSyncer(m.Name)
+	// Topics still name the mirror when its unreadable record was removed: they resume.
+	e.resumeTopics(ctx, m.Name)
 	e.log.Info("cluster mirror created", "mirror", m.Name, "source_cluster_id", id)
 	return m, nil
 }
@@ -343,9 +363,9 @@ func (e *Engine) probeSource(ctx context.Context, conn SourceConnection) (string
 func (e *Engine) UpdateClusterMirror(ctx context.Context, m MirrorRecord) (MirrorRecord, error) {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
-	old, ok := e.store.Mirror(m.Name)
-	if !ok {
-		return MirrorRecord{}, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", m.Name)
+	old, cerr := e.lookupMirror(m.Name)
+	if cerr != nil {
+		return MirrorRecord{}, cerr
 	}
 	if len(m.Source.BootstrapServers) == 0 {
 		// Only the sync settings change; the stored connection (and its secrets) stays.
@@ -373,8 +393,8 @@ func (e *Engine) UpdateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 func (e *Engine) DeleteClusterMirror(ctx context.Context, name string) error {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
-	if _, ok := e.store.Mirror(name); !ok {
-		return cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", name)
+	if _, cerr := e.lookupMirror(name); cerr != nil {
+		return cerr
 	}
 	topics := e.mirrorTopics(name)
 	var active []string
@@ -407,9 +427,9 @@ func (e *Engine) DeleteClusterMirror(ctx context.Context, name string) error {
 // SourceTopics lists the mirror's source topics whose names match the regular expression
 // pattern (all when empty), internal topics excluded, sorted (ListSourceTopics).
 func (e *Engine) SourceTopics(ctx context.Context, mirror, pattern string) ([]string, error) {
-	m, ok := e.store.Mirror(mirror)
-	if !ok {
-		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
+	m, cerr := e.lookupMirror(mirror)
+	if cerr != nil {
+		return nil, cerr
 	}
 	return e.ListSourceTopics(ctx, m.Source, pattern)
 }
@@ -469,8 +489,8 @@ type TopicResult struct {
 func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []string, divergence string) ([]TopicResult, error) {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
-	if _, ok := e.store.Mirror(mirror); !ok {
-		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
+	if _, cerr := e.lookupMirror(mirror); cerr != nil {
+		return nil, cerr
 	}
 	switch divergence {
 	case "":
@@ -486,6 +506,9 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 	return e.eachTopic(topics, func(topic string) *CommandError {
 		if err := validateTopicName(topic); err != nil {
 			return cmdErr(CodeInvalidTopic, "%v", err)
+		}
+		if cerr := e.topicProblem(topic); cerr != nil {
+			return cerr
 		}
 		tc, exists := e.store.TopicConfig(topic)
 		if exists {
@@ -553,10 +576,13 @@ func (e *Engine) ResumeMirrorTopics(ctx context.Context, mirror string, topics [
 func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []string, to Desired) ([]TopicResult, error) {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
-	if _, ok := e.store.Mirror(mirror); !ok {
-		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
+	if _, cerr := e.lookupMirror(mirror); cerr != nil {
+		return nil, cerr
 	}
 	return e.eachTopic(topics, func(topic string) *CommandError {
+		if cerr := e.topicProblem(topic); cerr != nil {
+			return cerr
+		}
 		tc, ok := e.store.TopicConfig(topic)
 		current, from := ParseMirrorName(tc.MirrorName)
 		if !ok || current != mirror {
@@ -575,7 +601,11 @@ func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []stri
 		if err := e.store.PutTopicConfig(ctx, topic, tc); err != nil {
 			return cmdErr(CodeUnknownServerError, "recording mirror.name of %q: %v", topic, err)
 		}
-		_ = e.ensureRunners(ctx, mirror, topic) // runners exist already; a source outage must not block a failover
+		// Runners exist already but for partitions the source added since: a source that
+		// does not answer must not hold a failover up.
+		lctx, cancel := context.WithTimeout(ctx, describeTimeout)
+		_ = e.ensureRunners(lctx, mirror, topic)
+		cancel()
 		for _, r := range e.topicRunners(mirror, topic) {
 			r.send(Evaluate{})
 		}

@@ -13,6 +13,11 @@ type Observer interface {
 	// Failed counts a partition entering FAILED; Retried counts an automatic retry.
 	Failed(mirror, topic string, partition int32, retryable bool)
 	Retried(mirror, topic string, partition int32)
+	// SessionStarted says a MIRRORING partition's data path session reached both clusters
+	// and copies; SessionFailed says one ended with an error that a new session retries (a
+	// cluster that does not answer, a leader that moved).
+	SessionStarted(mirror, topic string, partition int32)
+	SessionFailed(mirror, topic string, partition int32, err error)
 }
 
 // nopObserver discards everything.
@@ -23,3 +28,5 @@ func (nopObserver) FetchLatency(time.Duration)                   {}
 func (nopObserver) ProduceLatency(time.Duration)                 {}
 func (nopObserver) Failed(string, string, int32, bool)           {}
 func (nopObserver) Retried(string, string, int32)                {}
+func (nopObserver) SessionStarted(string, string, int32)         {}
+func (nopObserver) SessionFailed(string, string, int32, error)   {}

@@ -142,6 +142,7 @@ func (m *PartitionMirror) Run(ctx context.Context) error {
 		if errors.Is(err, kerr.OutOfOrderSequenceNumber) {
 			continue // a reordered pipeline, not a broker in trouble: restart at once
 		}
+		m.cfg.Observer.SessionFailed(m.cfg.Mirror, m.cfg.Topic, m.cfg.Partition, err)
 		var wait time.Duration
 		wait, backoff = retryBackoff(backoff, progressed)
 		m.log.Warn("partition mirror session failed; retrying", "error", err, "backoff", wait)
@@ -215,6 +216,7 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 	if err := s.prepare(ctx); err != nil {
 		return false, err
 	}
+	m.cfg.Observer.SessionStarted(m.cfg.Mirror, m.cfg.Topic, m.cfg.Partition)
 	start := s.next
 	m.cfg.FirstStart = false
 	for err == nil {

@@ -23,12 +23,21 @@ type runner struct {
 
 	mu     sync.Mutex
 	status Status
+	// held is set when the status stands for a record that cannot be read: only a command
+	// moves it, since the record may have said STOPPED, which a STOPPING of its own accord
+	// would undo (its last mirrored offset would take in what was written since).
+	held bool
 
 	// The running partition mirror, while fetching.
 	mirror     *PartitionMirror
 	stopMirror context.CancelFunc
 	mirrorDone chan struct{}
-	retry      *time.Timer
+	// failingSince is when its sessions began to fail (zero while one runs), sessionErr
+	// the latest failure: a MIRRORING partition that cannot reach a cluster stays MIRRORING
+	// (its sessions retry at once), and these say it is stalled.
+	failingSince time.Time
+	sessionErr   string
+	retry        *time.Timer
 }
 
 func newRunner(e *Engine, k partitionKey) *runner {
@@ -39,6 +48,8 @@ func newRunner(e *Engine, k partitionKey) *runner {
 	}
 	if rec, ok := e.store.Partition(k.mirror, k.topic, k.partition); ok {
 		r.status = rec.Status
+	} else if p := e.recordProblem(recordKey{kind: kindPartition, mirror: k.mirror, topic: k.topic, partition: k.partition}); p != "" {
+		r.status, r.held = unreadablePartition(k, p), true
 	}
 	return r
 }
@@ -97,7 +108,9 @@ func (r *runner) run() {
 
 	// Continue whatever the recorded state was doing when the last process stopped.
 	queue := r.perform(r.Status(), ResumeActions(r.Status()))
-	queue = append(queue, Evaluate{})
+	if !r.held {
+		queue = append(queue, Evaluate{})
+	}
 	for {
 		var ev Event
 		if len(queue) > 0 {
@@ -241,7 +254,7 @@ func (r *runner) startFetching() error {
 	tc, _ := r.e.store.TopicConfig(r.key.topic)
 	m := NewPartitionMirror(src, r.e.cfg.Destination, PartitionConfig{
 		Mirror: r.key.mirror, Topic: r.key.topic, Partition: r.key.partition, Logger: r.e.log,
-		SourceClusterID: rec.SourceClusterID, SourceTopicID: tc.SourceTopicID, Observer: r.e.cfg.Observer,
+		SourceClusterID: rec.SourceClusterID, SourceTopicID: tc.SourceTopicID, Observer: sessionWatch{r.e.cfg.Observer, r},
 	})
 	ctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan struct{})
@@ -311,6 +324,51 @@ func (r *runner) stopFetching() {
 		stop()
 		<-done
 	}
+	r.sessionEnded(nil) // no session runs, none fails
+}
+
+// sessionWatch is what a runner's partition mirror reports to: the engine's observer, and
+// the runner, which keeps the session failures for the stalled detail.
+type sessionWatch struct {
+	Observer
+	r *runner
+}
+
+// SessionStarted implements Observer.
+func (w sessionWatch) SessionStarted(mirror, topic string, partition int32) {
+	w.r.sessionEnded(nil)
+	w.Observer.SessionStarted(mirror, topic, partition)
+}
+
+// SessionFailed implements Observer.
+func (w sessionWatch) SessionFailed(mirror, topic string, partition int32, err error) {
+	w.r.sessionEnded(err)
+	w.Observer.SessionFailed(mirror, topic, partition, err)
+}
+
+// sessionEnded records a session failure, or with nil that sessions no longer fail.
+func (r *runner) sessionEnded(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		r.failingSince, r.sessionErr = time.Time{}, ""
+		return
+	}
+	if r.failingSince.IsZero() {
+		r.failingSince = time.Now()
+	}
+	r.sessionErr = err.Error()
+}
+
+// stalled reports since when the running partition mirror's sessions have failed, when that
+// is at least after before now, and the latest failure.
+func (r *runner) stalled(now time.Time, after time.Duration) (since time.Time, lastErr string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mirror == nil || r.failingSince.IsZero() || now.Sub(r.failingSince) < after {
+		return time.Time{}, "", false
+	}
+	return r.failingSince, r.sessionErr, true
 }
 
 // testHookAction, set only by tests, runs before each action: the place to simulate a

@@ -1,0 +1,167 @@
+package mirrorengine
+
+// Unreadable __mirror_state records (Store.BadRecords). Each is confined to what it
+// describes, which waits for the operator; everything else keeps mirroring:
+//
+//   - partition/<m>/<t>/<p>: that partition is FAILED, not retryable, and nothing moves it but
+//     a command: a start prepares it again (which continues a destination that is a prefix of
+//     the source), a stop stops it. Removing the record lets it prepare by itself.
+//   - mirror/<m>: the mirror is listed and described with the problem; its topics do not run
+//     and commands on it are refused. Once the record is removed, creating the mirror again
+//     resumes its topics.
+//   - topicconfig/<t>: the topic does not run and commands on it are refused. Once the record
+//     is removed, starting the topic again continues it.
+//   - lastmirror/...: only reported; the partition's next stop rewrites it.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// The error codes of the state record commands and refusals (not the KIP's: it has no
+// corrupt coordinator records).
+const (
+	// CodeMirrorStateRecordUnreadable refuses a command on a mirror or topic whose
+	// __mirror_state record cannot be read.
+	CodeMirrorStateRecordUnreadable ErrorCode = "MIRROR_STATE_RECORD_UNREADABLE"
+	// CodeUnknownMirrorStateRecord: no record is stored under the key.
+	CodeUnknownMirrorStateRecord ErrorCode = "UNKNOWN_MIRROR_STATE_RECORD"
+)
+
+// StateRecordKinds are the kinds of __mirror_state records (StateRecord.Kind).
+var StateRecordKinds = []string{kindName(kindMirror), kindName(kindTopicConfig), kindName(kindPartition), kindName(kindLastMirror)}
+
+// BadStateRecords lists the __mirror_state records that cannot be read, sorted by key.
+func (e *Engine) BadStateRecords() []StateRecord { return e.store.BadRecords() }
+
+// StateRecord returns the record stored under key, for an operator's eyes: the value of a
+// mirror record has its secret fields (sealed as they are) replaced by "[redacted]".
+func (e *Engine) StateRecord(key string) (StateRecord, error) {
+	if _, err := parseKey(key); err != nil {
+		return StateRecord{}, cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %v", key, err)
+	}
+	r, ok := e.store.Record(key)
+	if !ok {
+		return StateRecord{}, cmdErr(CodeUnknownMirrorStateRecord, "no __mirror_state record %q", key)
+	}
+	if r.Kind == kindName(kindMirror) {
+		r.Value = redactMirrorValue(r.Value)
+	}
+	return r, nil
+}
+
+// redactMirrorValue replaces the secret fields of a mirror value that is a JSON object; a
+// value that is not is returned as it is (it holds no field to redact).
+func redactMirrorValue(value []byte) []byte {
+	var v map[string]any
+	if json.Unmarshal(value, &v) != nil {
+		return value
+	}
+	source, _ := v["source"].(map[string]any)
+	for _, secret := range [...]struct{ block, field string }{{"sasl", "password"}, {"tls", "client_key_pem"}} {
+		if b, ok := source[secret.block].(map[string]any); ok && b[secret.field] != nil {
+			b[secret.field] = redactedSecret
+		}
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return value
+	}
+	return out
+}
+
+// RemoveStateRecord writes the tombstone of a record that cannot be read, and lets what it
+// described continue: a partition prepares again at once. A readable record is removed only
+// with force, and only a partition or lastmirror record: mirrors and topic configs have
+// their commands (delete, stop).
+func (e *Engine) RemoveStateRecord(ctx context.Context, key string, force bool) error {
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	k, err := parseKey(key)
+	if err != nil {
+		return cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %v", key, err)
+	}
+	r, ok := e.store.Record(key)
+	switch {
+	case !ok:
+		return cmdErr(CodeUnknownMirrorStateRecord, "no __mirror_state record %q", key)
+	case r.Problem == "" && !force:
+		return cmdErr(CodeInvalidRequest, "__mirror_state record %q is readable; only unreadable records are removed (force removes a readable partition or lastmirror record)", key)
+	case r.Problem == "" && (k.kind == kindMirror || k.kind == kindTopicConfig):
+		return cmdErr(CodeInvalidRequest, "__mirror_state record %q is readable: delete the mirror or stop the topic instead", key)
+	}
+	if err := e.store.DeleteKey(ctx, key); err != nil {
+		return cmdErr(CodeUnknownServerError, "removing __mirror_state record %q: %v", key, err)
+	}
+	e.log.Warn("__mirror_state record removed by the operator", "key", key, "problem", r.Problem, "forced", r.Problem == "")
+	if k.kind == kindPartition {
+		e.reloadRunner(partitionKey{k.mirror, k.topic, k.partition})
+	}
+	return nil
+}
+
+// reloadRunner replaces a partition's runner with one that starts from what the store holds
+// now, when the partition is mirrored.
+func (e *Engine) reloadRunner(k partitionKey) {
+	e.mu.Lock()
+	old := e.runners[k]
+	delete(e.runners, k)
+	e.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	tc, ok := e.store.TopicConfig(k.topic)
+	if mirror, _ := ParseMirrorName(tc.MirrorName); ok && mirror == k.mirror {
+		if _, ok := e.store.Mirror(k.mirror); ok {
+			e.runner(k)
+		}
+	}
+}
+
+// recordProblem is the problem of the record stored under k, "" when it is readable or absent.
+func (e *Engine) recordProblem(k recordKey) string {
+	r, _ := e.store.Record(k.String())
+	return r.Problem
+}
+
+// mirrorProblem refuses commands on a mirror whose record cannot be read; nil otherwise.
+func (e *Engine) mirrorProblem(name string) *CommandError {
+	return e.refusal(recordKey{kind: kindMirror, mirror: name}, "cluster mirror", name, "its topics do not run", "create the mirror again (its topics resume)")
+}
+
+// topicProblem refuses commands on a topic whose config record cannot be read; nil otherwise.
+func (e *Engine) topicProblem(topic string) *CommandError {
+	return e.refusal(recordKey{kind: kindTopicConfig, topic: topic}, "topic", topic, "it does not run", "start the topic again")
+}
+
+// refusal is the refusal of commands on what the record under k describes, when it cannot
+// be read: what the operator sees meanwhile and how to repair it.
+func (e *Engine) refusal(k recordKey, what, name, meanwhile, then string) *CommandError {
+	if p := e.recordProblem(k); p != "" {
+		return cmdErr(CodeMirrorStateRecordUnreadable, "%s %q cannot be used: %s; %s. Repair: kafkamirror-worker state remove %s, then %s",
+			what, name, p, meanwhile, k, then)
+	}
+	return nil
+}
+
+// lookupMirror returns the named mirror, or why a command cannot use it.
+func (e *Engine) lookupMirror(name string) (MirrorRecord, *CommandError) {
+	if cerr := e.mirrorProblem(name); cerr != nil {
+		return MirrorRecord{}, cerr
+	}
+	m, ok := e.store.Mirror(name)
+	if !ok {
+		return MirrorRecord{}, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", name)
+	}
+	return m, nil
+}
+
+// unreadablePartition is the status of a partition whose record cannot be read: FAILED for
+// the operator, with the record's problem and the ways out.
+func unreadablePartition(k partitionKey, problem string) Status {
+	key := recordKey{kind: kindPartition, mirror: k.mirror, topic: k.topic, partition: k.partition}
+	return Status{State: StateFailed, RetryAttempt: -1, Error: fmt.Sprintf(
+		"%s; the partition waits for the operator: start the topic again, or kafkamirror-worker state remove %s, and it continues from its destination when that is a prefix of the source",
+		problem, key)}
+}

@@ -1,0 +1,90 @@
+package mirrorengine
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+// TestEngineSourceBlackhole: while the source does not answer, describe answers within its
+// bound with the last known source offsets, their age and the cluster that did not answer,
+// and a partition whose sessions keep failing is reported stalled; once the source answers
+// again, everything is identical with nobody acting.
+func TestEngineSourceBlackhole(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "orders", 2, nil)
+	prod := manualProducer(t, src)
+	for p := range int32(2) {
+		produceSync(t, prod, records("orders", p, 50, "before")...)
+	}
+	proxy := kafkatest.NewProxy(t, src)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := Open(ctx, Config{
+		Destination: dst.Client(t), Retry: fastRetry, StallAfter: time.Second,
+		// A request that gets no answer fails in a second, not kgo's default ten.
+		SourceOpts: []kgo.Opt{kgo.RetryTimeout(5 * time.Second), kgo.RequestTimeoutOverhead(time.Second)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	if _, err := e.CreateClusterMirror(ctx, MirrorRecord{Name: "m", Source: SourceConnection{BootstrapServers: proxy.Addrs()}}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, e, "m", "orders", "")
+	waitState(t, e, "m", "orders", 2, StateMirroring)
+	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+	before := time.Now()
+
+	proxy.Blackhole()
+	for p := range int32(2) {
+		produceSync(t, prod, records("orders", p, 30, "during")...)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		began := time.Now()
+		d, err := e.DescribeMirrorTopic(context.Background(), "m", "orders")
+		if took := time.Since(began); took > describeTimeout+time.Second {
+			t.Fatalf("describe took %v during the outage; its bound is %v", took, describeTimeout)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		stalled := len(e.StalledPartitions()) == 2
+		for _, p := range d.Partitions {
+			stalled = stalled && p.State == StateMirroring && strings.HasPrefix(p.Error, "stalled: source unreachable, mirroring sessions failing for ") &&
+				slices.Equal(p.Unreachable, []string{sideSource}) &&
+				p.SourceOffset == 50 && p.SourceOffsetAt.Before(before) && p.DestinationOffset == 50 && p.DestinationOffsetAt.After(before)
+		}
+		if stalled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no stalled, labelled description during the outage: %+v; stalled: %+v", d, e.StalledPartitions())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	proxy.Heal()
+	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+	d := waitState(t, e, "m", "orders", 2, StateMirroring)
+	deadline = time.Now().Add(30 * time.Second)
+	for len(e.StalledPartitions()) > 0 || d.Partitions[0].Error != "" || d.Partitions[1].Error != "" || len(d.Partitions[0].Unreachable) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("still stalled after healing: %+v", d)
+		}
+		time.Sleep(50 * time.Millisecond)
+		d = waitState(t, e, "m", "orders", 2, StateMirroring)
+	}
+	if p := d.Partitions[0]; p.SourceOffset != 80 || p.Lag != 0 {
+		t.Fatalf("after healing: %+v", p)
+	}
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+// Garbage under a partition key and under a mirror key of __mirror_state, written while the
+// worker was down: it starts, reports both keys (API, metrics, log), keeps every other
+// mirror mirroring and under command, keeps what each record describes waiting, and the
+// state commands restore it: the partition continues from its destination, the mirror's
+// topic resumes once the mirror is created again.
+func TestWorkerBadStateRecords(t *testing.T) {
+	t.Parallel()
+	src, dst := kafkatest.Pair(t)
+	topics := map[string]struct {
+		mirror     string
+		partitions int32
+	}{"orders": {"a", 3}, "payments": {"b", 2}, "audit": {"c", 1}}
+	prod := src.Client(t)
+	for topic, tm := range topics {
+		src.CreateTopic(t, topic, tm.partitions, nil)
+		produce(t, prod, topic, 0, 120)
+	}
+
+	w := startWorker(t, workerEnv(dst))
+	c, ctx := w.Client, ctxT(t)
+	for topic, tm := range topics {
+		if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: tm.mirror, Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.StartTopics(ctx, tm.mirror, []string{topic}, ""); err != nil || res[0].Err() != nil {
+			t.Fatalf("start %s: %+v, %v", topic, res, err)
+		}
+	}
+	for topic, tm := range topics {
+		waitTopic(t, c, tm.mirror, topic, "MIRRORING with lag 0", caughtUp(api.StateMirroring))
+	}
+	if code := w.Terminate(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+
+	state := dst.Client(t)
+	if err := state.ProduceSync(ctx,
+		&kgo.Record{Topic: "__mirror_state", Key: []byte("partition/a/orders/1"), Value: []byte("garbage{")},
+		&kgo.Record{Topic: "__mirror_state", Key: []byte("mirror/c"), Value: []byte(`{"v":1,"source":`)},
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for topic := range topics {
+		produce(t, prod, topic, 120, 60)
+	}
+
+	w = startWorker(t, workerEnv(dst))
+	c = w.Client
+	bad, err := c.BadStateRecords(ctx)
+	if err != nil || len(bad) != 2 || bad[0].Key != "mirror/c" || bad[1].Key != "partition/a/orders/1" ||
+		bad[1].Kind != "partition" || bad[1].Mirror != "a" || bad[1].Topic != "orders" || bad[1].Partition != 1 || bad[1].Offset <= 0 {
+		t.Fatalf("bad records %+v, %v", bad, err)
+	}
+	for _, b := range bad {
+		if !strings.Contains(b.Problem, b.Key) || !strings.Contains(w.Stderr.String(), b.Key) {
+			t.Fatalf("bad record %+v: its problem or the worker's log does not name it", b)
+		}
+	}
+	s := scrape(t, w.URL)
+	for kind, want := range map[string]float64{"mirror": 1, "partition": 1, "topicconfig": 0} {
+		if v, ok := metric(s, "kafkamirror_state_bad_records", "kind", kind); !ok || v != want {
+			t.Errorf("kafkamirror_state_bad_records{kind=%q} = %v (present %v), want %v", kind, v, ok, want)
+		}
+	}
+
+	// Every other mirror mirrors; the bad partition waits, naming its key.
+	waitTopic(t, c, "b", "payments", "mirror b caught up", caughtUp(api.StateMirroring))
+	waitTopic(t, c, "a", "orders", "partition 1 FAILED for the operator, the others caught up", func(p api.Partition) bool {
+		if p.Partition == 1 {
+			return p.State == api.StateFailed && p.RetryAttempt == -1 && strings.Contains(p.Error, "partition/a/orders/1") &&
+				strings.Contains(p.Error, "kafkamirror-worker state remove")
+		}
+		return caughtUp(api.StateMirroring)(p)
+	})
+	// The mirror with the bad record is listed and described with it; commands on it are refused.
+	m, err := c.GetMirror(ctx, "c")
+	if err != nil || !strings.Contains(m.Error, "mirror/c") || strings.Join(m.Topics, ",") != "audit" {
+		t.Fatalf("mirror c: %+v, %v", m, err)
+	}
+	if list, err := c.ListMirrors(ctx); err != nil || len(list) != 3 || list[2].Name != "c" || list[2].Error == "" {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+	waitTopic(t, c, "c", "audit", "mirror c's partitions FAILED naming the key", func(p api.Partition) bool {
+		return p.State == api.StateFailed && strings.Contains(p.Error, "mirror/c")
+	})
+	_, err = c.StopTopics(ctx, "c", []string{"audit"})
+	wantAPIError(t, "stop on mirror c", err, 409, api.CodeMirrorStateRecordUnreadable)
+	_, err = c.CreateMirror(ctx, api.CreateMirrorRequest{Name: "c", Source: api.SourceConnection{BootstrapServers: src.Addrs()}})
+	wantAPIError(t, "create over mirror c", err, 409, api.CodeMirrorStateRecordUnreadable)
+	// Stop (failover) of another mirror works.
+	if res, err := c.StopTopics(ctx, "b", []string{"payments"}); err != nil || res[0].Err() != nil {
+		t.Fatalf("stop b: %+v, %v", res, err)
+	}
+	waitTopic(t, c, "b", "payments", "mirror b STOPPED", inState(api.StateStopped))
+
+	// The operator's repair, through the CLI.
+	out, code := w.cli(t, "state", "bad-records")
+	if code != 0 || !strings.Contains(out, "mirror/c") || !strings.Contains(out, "partition/a/orders/1") {
+		t.Fatalf("state bad-records (exit %d):\n%s", code, out)
+	}
+	out, code = w.cli(t, "state", "show", "--key", "partition/a/orders/1")
+	var shown api.StateRecord
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil || shown.ValueBase64 != "Z2FyYmFnZXs=" || shown.Problem == "" {
+		t.Fatalf("state show (exit %d, %v):\n%s", code, err, out)
+	}
+	if _, code := w.cli(t, "state", "remove", "--key", "partition/a/orders/0"); code != 1 {
+		t.Fatalf("removing a readable record without --force: exit %d, want 1", code)
+	}
+	if out, code := w.cli(t, "state", "remove", "--key", "partition/a/orders/1"); code != 0 {
+		t.Fatalf("state remove (exit %d):\n%s", code, out)
+	}
+	waitTopic(t, c, "a", "orders", "orders caught up after the repair", caughtUp(api.StateMirroring))
+	kafkatest.WaitIdentical(t, src, dst, "orders", 60*time.Second)
+	if log := w.Stderr.String(); strings.Contains(log, "recreating the diverged destination topic") {
+		t.Fatal("the repair recreated a destination topic")
+	}
+
+	if out, code := w.cli(t, "state", "remove", "--key", "mirror/c"); code != 0 {
+		t.Fatalf("state remove mirror/c (exit %d):\n%s", code, out)
+	}
+	if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: "c", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
+		t.Fatal(err)
+	}
+	waitTopic(t, c, "c", "audit", "audit caught up once mirror c is back", caughtUp(api.StateMirroring))
+	kafkatest.WaitIdentical(t, src, dst, "audit", 60*time.Second)
+	if bad, err := c.BadStateRecords(context.Background()); err != nil || len(bad) != 0 {
+		t.Fatalf("bad records after the repair: %+v, %v", bad, err)
+	}
+	if v, _ := metric(scrape(t, w.URL), "kafkamirror_state_bad_records", "kind", "partition"); v != 0 {
+		t.Fatalf("kafkamirror_state_bad_records{kind=partition} = %v after the repair", v)
+	}
+}
