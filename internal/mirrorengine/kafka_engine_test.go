@@ -20,8 +20,14 @@ import (
 func TestKafkaEngineCreatesDestinationTopicsForDR(t *testing.T) {
 	kafkatest.RequireKafka(t)
 	kafkatest.RequireFake(t)
+	for _, v := range kafkatest.KafkaVersions() {
+		t.Run("to-kafka-"+v, func(t *testing.T) { destinationTopicsForDR(t, v) })
+	}
+}
+
+func destinationTopicsForDR(t *testing.T, version string) {
 	src := kafkatest.New(t, kafkatest.Brokers(3))
-	dst := kafkatest.New(t, kafkatest.Kafka(kafkatest.KafkaNewest), kafkatest.Brokers(3))
+	dst := kafkatest.New(t, kafkatest.Kafka(version), kafkatest.Brokers(3))
 	kafkatest.Tally(t, "kfake (3 brokers) → "+dst.Broker()+" (3 brokers)")
 	ctx := context.Background()
 	topic := "dr"

@@ -25,13 +25,24 @@ func TestMain(m *testing.M) { kafkatest.Main(m) }
 // onKafka runs scenario from the newest real Kafka to each Kafka version of the tier.
 func onKafka(t *testing.T, scenario func(t *testing.T, src, dst *kafkatest.Cluster)) {
 	t.Helper()
+	onKafkaFrom(t, "source", nil, scenario)
+}
+
+// onKafkaFrom is onKafka with a source of the newest version started with opts and shared
+// under name, for scenarios that need a source of their own kind (3 brokers, a quota).
+func onKafkaFrom(t *testing.T, name string, opts []kafkatest.Option, scenario func(t *testing.T, src, dst *kafkatest.Cluster)) {
+	t.Helper()
 	kafkatest.RequireKafka(t)
 	versions := kafkatest.KafkaVersions()
 	for _, v := range versions {
 		t.Run("kafka-"+versions[0]+"-to-"+v, func(t *testing.T) {
-			src := kafkatest.Shared(t, "source-"+versions[0], kafkatest.Kafka(versions[0]))
+			src := kafkatest.Shared(t, name+"-"+versions[0], append([]kafkatest.Option{kafkatest.Kafka(versions[0])}, opts...)...)
 			dst := kafkatest.Shared(t, "destination-"+v, kafkatest.Kafka(v))
-			kafkatest.Tally(t, src.Broker()+" → "+dst.Broker())
+			label := src.Broker()
+			if n := len(src.BrokerIDs()); n > 1 {
+				label += fmt.Sprintf(" (%d brokers)", n)
+			}
+			kafkatest.Tally(t, label+" → "+dst.Broker())
 			scenario(t, src, dst)
 		})
 	}
@@ -300,38 +311,34 @@ func TestKafkaMirrorBatchLargerThanDestinationAllows(t *testing.T) {
 
 // A 3-broker source whose partition leaders move while the mirror copies.
 func TestKafkaMirrorFollowsSourceLeaderChange(t *testing.T) {
-	kafkatest.RequireKafka(t)
-	v := kafkatest.KafkaNewest
-	src := kafkatest.New(t, kafkatest.Kafka(v), kafkatest.Brokers(3))
-	dst := kafkatest.Shared(t, "destination-"+v, kafkatest.Kafka(v))
-	kafkatest.Tally(t, src.Broker()+" (3 brokers) → "+dst.Broker())
-	topic := topicFor(t, "")
-	adm := src.Admin(t)
-	if _, err := adm.CreateTopic(context.Background(), 3, 3, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	src.WaitTopic(t, topic, 3)
-	dst.CreateTopic(t, topic, 3, nil)
-	prod := manualProducer(t, src)
-	for p := range int32(3) {
-		produceSync(t, prod, records(topic, p, 200, "before")...)
-	}
-	run := startMirror(t, src, dst, topic, 3, true)
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	onKafkaFrom(t, "source-3-brokers", []kafkatest.Option{kafkatest.Brokers(3)}, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		if _, err := src.Admin(t).CreateTopic(context.Background(), 3, 3, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		src.WaitTopic(t, topic, 3)
+		dst.CreateTopic(t, topic, 3, nil)
+		prod := manualProducer(t, src)
+		for p := range int32(3) {
+			produceSync(t, prod, records(topic, p, 200, "before")...)
+		}
+		run := startMirror(t, src, dst, topic, 3, true)
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
 
-	// Stop the leader of partition 0: its partitions move; produce; bring it back.
-	leader := partitionLeader(t, src, topic, 0)
-	src.StopBroker(t, leader)
-	for p := range int32(3) {
-		produceSync(t, prod, records(topic, p, 100, "moved")...)
-	}
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
-	src.RestartBroker(t, leader)
-	for p := range int32(3) {
-		produceSync(t, prod, records(topic, p, 100, "back")...)
-	}
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
-	run.stop(t)
+		// Stop the leader of partition 0: its partitions move; produce; bring it back.
+		leader := partitionLeader(t, src, topic, 0)
+		src.StopBroker(t, leader)
+		for p := range int32(3) {
+			produceSync(t, prod, records(topic, p, 100, "moved")...)
+		}
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		src.RestartBroker(t, leader)
+		for p := range int32(3) {
+			produceSync(t, prod, records(topic, p, 100, "back")...)
+		}
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		run.stop(t)
+	})
 }
 
 func partitionLeader(t *testing.T, c *kafkatest.Cluster, topic string, p int32) int32 {
@@ -415,39 +422,36 @@ func TestKafkaMirrorStopsOnForeignWrite(t *testing.T) {
 // A source that throttles the mirror's fetches (a client quota of 100 KiB/s for ~640 KiB):
 // the throttled answers are waited out and the copy completes identical.
 func TestKafkaMirrorUnderFetchQuota(t *testing.T) {
-	kafkatest.RequireKafka(t)
-	v := kafkatest.KafkaNewest
-	src := kafkatest.New(t, kafkatest.Kafka(v))
-	dst := kafkatest.Shared(t, "destination-"+v, kafkatest.Kafka(v))
-	kafkatest.Tally(t, src.Broker()+" (fetch quota) → "+dst.Broker())
-	topic := topicFor(t, "")
-	createBoth(t, src, dst, topic, 2, nil)
-	prod := manualProducer(t, src)
-	for p := range int32(2) {
-		for i := range 4 {
-			recs := records(topic, p, 400, fmt.Sprint("q", i))
-			for _, r := range recs {
-				r.Value = bytes.Repeat(r.Value[:10], 20)
-			}
-			produceSync(t, prod, recs...)
-		}
-	}
-	quota := kadm.AlterClientQuotaEntry{
-		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id"}}, // the default for every client id
-		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 100 << 10}},
-	}
-	res, err := src.Admin(t).AlterClientQuotas(context.Background(), []kadm.AlterClientQuotaEntry{quota})
-	if err == nil {
-		for _, r := range res {
-			if r.Err != nil {
-				err = r.Err
+	onKafkaFrom(t, "source-with-quota", nil, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		createBoth(t, src, dst, topic, 2, nil)
+		prod := manualProducer(t, src)
+		for p := range int32(2) {
+			for i := range 4 {
+				recs := records(topic, p, 400, fmt.Sprint("q", i))
+				for _, r := range recs {
+					r.Value = bytes.Repeat(r.Value[:10], 20)
+				}
+				produceSync(t, prod, recs...)
 			}
 		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := startMirror(t, src, dst, topic, 2, true)
-	kafkatest.WaitIdentical(t, src, dst, topic, 2*waitIdentical)
-	run.stop(t)
+		quota := kadm.AlterClientQuotaEntry{
+			Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id"}}, // the default for every client id
+			Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 100 << 10}},
+		}
+		res, err := src.Admin(t).AlterClientQuotas(context.Background(), []kadm.AlterClientQuotaEntry{quota})
+		if err == nil {
+			for _, r := range res {
+				if r.Err != nil {
+					err = r.Err
+				}
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := startMirror(t, src, dst, topic, 2, true)
+		kafkatest.WaitIdentical(t, src, dst, topic, 2*waitIdentical)
+		run.stop(t)
+	})
 }
