@@ -257,15 +257,7 @@ func startKafkaCluster(cfg config) (*Cluster, error) {
 // warnings and errors are printed with the broker's log folder.
 func New(t TB, opts ...Option) *Cluster {
 	t.Helper()
-	var probe config
-	for _, o := range opts {
-		o(&probe)
-	}
-	if probe.kafkaVersion != "" {
-		RequireKafka(t)
-	} else {
-		RequireFake(t)
-	}
+	requireTier(t, opts)
 	c, err := Start(opts...)
 	if err != nil {
 		t.Fatalf("kafkatest.New: %v", err)

@@ -96,15 +96,7 @@ type sharedCluster struct {
 // the package's tests end: a package that uses Shared must call it from TestMain.
 func Shared(t TB, name string, opts ...Option) *Cluster {
 	t.Helper()
-	var probe config
-	for _, o := range opts {
-		o(&probe)
-	}
-	if probe.kafkaVersion != "" {
-		RequireKafka(t)
-	} else {
-		RequireFake(t)
-	}
+	requireTier(t, opts)
 	shared.mu.Lock()
 	if shared.clusters == nil {
 		shared.clusters = map[string]*sharedCluster{}

@@ -42,6 +42,20 @@ func RequireKafka(t TB) {
 	}
 }
 
+// requireTier skips t unless the tier of a cluster started with opts runs.
+func requireTier(t TB, opts []Option) {
+	t.Helper()
+	var probe config
+	for _, o := range opts {
+		o(&probe)
+	}
+	if probe.kafkaVersion != "" {
+		RequireKafka(t)
+	} else {
+		RequireFake(t)
+	}
+}
+
 // RequireFake skips t unless the kfake tier runs.
 func RequireFake(t TB) {
 	t.Helper()
