@@ -68,7 +68,7 @@ func stopModeMovesGroup(t *testing.T, src, dst *kafkatest.Cluster, mode string) 
 	waitTopic(t, c, "m", topic, "MIRRORING with lag 0", caughtUp(api.StateMirroring))
 
 	// The group reads part of what is there and commits, mid-stream.
-	read := consumeCommit(t, src, group, topic, 123)
+	read := kafkatest.Values(src.ConsumeAndCommit(t, group, topic, 123))
 	produceNumbered(total/2, total/2)
 	if mode == api.StopFailover {
 		kafkatest.WaitIdentical(t, src, dst, topic, 60*time.Second) // a failover takes what is there
@@ -83,7 +83,7 @@ func stopModeMovesGroup(t *testing.T, src, dst *kafkatest.Cluster, mode string) 
 	waitTopic(t, c, "m", topic, "STOPPED", inState(api.StateStopped))
 	kafkatest.WaitIdentical(t, src, dst, topic, 60*time.Second)
 
-	rest := consumeCommit(t, dst, group, topic, total-len(read))
+	rest := kafkatest.Values(dst.ConsumeAndCommit(t, group, topic, total-len(read)))
 	seen := map[string]bool{}
 	for _, v := range append(read, rest...) {
 		if seen[v] {
@@ -94,30 +94,4 @@ func stopModeMovesGroup(t *testing.T, src, dst *kafkatest.Cluster, mode string) 
 	if len(seen) != total {
 		t.Fatalf("%d distinct records across the %s, want %d", len(seen), mode, total)
 	}
-}
-
-// consumeCommit reads n records of topic as group (from the start when it has no offsets)
-// and commits after them.
-func consumeCommit(t *testing.T, c *kafkatest.Cluster, group, topic string, n int) []string {
-	t.Helper()
-	cl := c.Client(t, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxPartitionBytes(100), kgo.FetchMaxBytes(100))
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var got []string
-	for len(got) < n {
-		fs := cl.PollRecords(ctx, n-len(got))
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("consuming %s as %s: %v", topic, group, err)
-		}
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	}
-	if len(got) > n {
-		t.Fatalf("read %d records, asked %d", len(got), n)
-	}
-	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return got
 }

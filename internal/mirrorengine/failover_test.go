@@ -27,33 +27,11 @@ func groupMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string) *Engin
 	return e
 }
 
-// consumeAndCommit reads n records of topic as group and commits after them.
-func consumeAndCommit(t *testing.T, c *kafkatest.Cluster, group, topic string, n int) []string {
-	t.Helper()
-	cl := c.Client(t, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxPartitionBytes(200), kgo.FetchMaxBytes(200))
-	var got []string
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for len(got) < n {
-		fs := cl.PollRecords(ctx, n-len(got))
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("consuming %s as %s: %v", topic, group, err)
-		}
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	}
-	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cl.Close()
-	return got
-}
-
 // continuesExactly checks that group, moved to dst, reads exactly the records it had not
 // read on src: none skipped, none repeated.
 func continuesExactly(t *testing.T, src, dst *kafkatest.Cluster, group, topic string, read []string, total int) {
 	t.Helper()
-	rest := consumeAndCommit(t, dst, group, topic, total-len(read))
+	rest := kafkatest.Values(dst.ConsumeAndCommit(t, group, topic, total-len(read)))
 	seen := map[string]bool{}
 	for _, v := range append(read, rest...) {
 		if seen[v] {
@@ -81,7 +59,7 @@ func TestEngineFailoverSyncsGroupOffsetsAfterTheLastRecord(t *testing.T) {
 	src.CreateTopic(t, "orders", 2, nil)
 	produceNumbered(t, src, "orders", 0, 100)
 	e := groupMirror(t, src, dst, "orders")
-	read := consumeAndCommit(t, src, "billing", "orders", 37) // mid-stream, after the sync's first cycle
+	read := kafkatest.Values(src.ConsumeAndCommit(t, "billing", "orders", 37)) // mid-stream, after the sync's first cycle
 	produceNumbered(t, src, "orders", 100, 20)
 	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
 
@@ -114,7 +92,7 @@ func TestEnginePromoteWaitsForLagZeroThenStops(t *testing.T) {
 	src.CreateTopic(t, "orders", 2, nil)
 	produceNumbered(t, src, "orders", 0, 60)
 	e := groupMirror(t, src, dst, "orders")
-	read := consumeAndCommit(t, src, "billing", "orders", 25)
+	read := kafkatest.Values(src.ConsumeAndCommit(t, "billing", "orders", 25))
 	produceNumbered(t, src, "orders", 60, 40) // still being copied when the promote starts
 
 	res, err := e.PromoteMirrorTopics(context.Background(), "m", []string{"orders"}, time.Minute)

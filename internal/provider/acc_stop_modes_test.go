@@ -5,7 +5,6 @@ package provider
 // cannot finish stops nothing and leaves the state as it was; the plan names the mode.
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
@@ -29,28 +27,12 @@ type consumed struct {
 	value     string
 }
 
-// consumeAndCommit reads n records of topic as group on c (from the start when the group
-// has no offsets) and commits after them.
+// consumeAndCommit reads n records of topic as group on c and commits after them.
 func consumeAndCommit(t *testing.T, c *kafkatest.Cluster, group, topic string, n int) []consumed {
 	t.Helper()
-	cl := c.Client(t, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxPartitionBytes(100), kgo.FetchMaxBytes(100))
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	var got []consumed
-	for len(got) < n {
-		fs := cl.PollRecords(ctx, n-len(got))
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("consuming %s as %s on %s: %v", topic, group, c.ID(), err)
-		}
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, consumed{r.Partition, r.Offset, string(r.Value)}) })
-	}
-	if len(got) > n {
-		t.Fatalf("read %d records, asked %d", len(got), n)
-	}
-	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatalf("committing %s's offsets on %s: %v", group, c.ID(), err)
+	for _, r := range c.ConsumeAndCommit(t, group, topic, n) {
+		got = append(got, consumed{r.Partition, r.Offset, string(r.Value)})
 	}
 	return got
 }
