@@ -33,6 +33,11 @@ type PartitionConfig struct {
 	SourceClusterID string
 	SourceTopicID   string
 
+	// Source, when set, is asked for the source client at every session start: the
+	// mirror's connection can change while it runs (a rotated password, other bootstrap
+	// servers), and the client given to NewPartitionMirror is then closed.
+	Source func() (*kgo.Client, error)
+
 	MaxInFlight        int           // produce requests in flight for non-transactional data; default 5
 	FetchMaxBytes      int32         // default 8 MiB
 	TransactionTimeout time.Duration // of replayed destination transactions; default 15m
@@ -229,6 +234,13 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 
 func (s *session) prepare(ctx context.Context) error {
 	m, cfg := s.m, s.cfg
+	if cfg.Source != nil {
+		cl, err := cfg.Source()
+		if err != nil {
+			return err
+		}
+		m.src = newCluster("source", cl)
+	}
 	var err error
 	if s.src, err = m.src.metadata(ctx, cfg.Topic, cfg.Partition); err != nil {
 		return err

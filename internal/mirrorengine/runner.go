@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // runner is the imperative shell around one partition's state machine: it feeds events to
@@ -255,6 +257,7 @@ func (r *runner) startFetching() error {
 	m := NewPartitionMirror(src, r.e.cfg.Destination, PartitionConfig{
 		Mirror: r.key.mirror, Topic: r.key.topic, Partition: r.key.partition, Logger: r.e.log,
 		SourceClusterID: rec.SourceClusterID, SourceTopicID: tc.SourceTopicID, Observer: sessionWatch{r.e.cfg.Observer, r},
+		Source: func() (*kgo.Client, error) { return r.e.source(r.key.mirror) },
 	})
 	ctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan struct{})
