@@ -146,10 +146,11 @@ func isFatal(err error) bool {
 		auth     *AuthorizationError
 		changed  *SourceChangedError
 		corrupt  *CorruptBatchError
+		aborted  *CoordinatorAbortError
 	)
 	return errors.As(err, &mismatch) || errors.As(err, &notEmpty) || errors.As(err, &ahead) ||
 		errors.As(err, &unknown) || errors.As(err, &count) || errors.As(err, &auth) || errors.As(err, &changed) ||
-		errors.As(err, &corrupt) || errors.Is(err, errInvariant) || errors.Is(err, errUncopyable)
+		errors.As(err, &corrupt) || errors.As(err, &aborted) || errors.Is(err, errInvariant) || errors.Is(err, errUncopyable)
 }
 
 var errInvariant = errors.New("mirror invariant broken")

@@ -73,3 +73,37 @@ func (e *Engine) foreignOpenTransaction(ctx context.Context, topic string, parti
 	}
 	return first, nil
 }
+
+// CoordinatorAbortError is a destination partition whose last entry is an abort marker where
+// the source holds data or a commit marker: the destination's transaction coordinator aborted
+// a replayed transaction (it stayed open longer than transaction.max.timeout.ms: a long
+// pause, an outage, a source transaction open for longer) and wrote its marker at an offset
+// the source uses otherwise. Offsets no longer line up, and continuing would turn the
+// source's commit into a lone marker that read_committed consumers see as an empty
+// transaction: the partition fails for good.
+type CoordinatorAbortError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Source    string
+}
+
+func (e *CoordinatorAbortError) Error() string {
+	return fmt.Sprintf("destination %s[%d] offset %d holds an abort marker where the source holds %s: the destination's transaction coordinator aborted a replayed transaction that stayed open longer than its transaction.max.timeout.ms; the destination no longer lines up with the source (restart the topic with divergence = \"recreate\" to copy it again)",
+		e.Topic, e.Partition, e.Offset, e.Source)
+}
+
+// checkLastEntry compares the destination's last entry with the source's at the same offset
+// when a session starts. Only the signature of a coordinator abort is a failure here: other
+// differences (a source compacted since) are the comparison at PREPARING's business.
+func (s *session) checkLastEntry(ctx context.Context, at int64) error {
+	dst, err := recordAt(ctx, s.m.dst, s.cfg.Topic, s.cfg.Partition, at)
+	if err != nil || dst.kind != kindAbort || dst.gap || dst.gone {
+		return err
+	}
+	src, err := recordAt(ctx, s.m.src, s.cfg.Topic, s.cfg.Partition, at)
+	if err != nil || src.gap || src.gone || src.kind == kindAbort {
+		return err
+	}
+	return &CoordinatorAbortError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String()}
+}

@@ -417,3 +417,28 @@ func (c cluster) bumpsEpochPerTxn(ctx context.Context) (bool, error) {
 	})
 	return bumps, nil
 }
+
+// maxTransactionTimeout is the broker's transaction.max.timeout.ms (0 when it does not say):
+// the longest transaction timeout its coordinator accepts, and so the longest a replayed
+// transaction can stay open before the coordinator aborts it.
+func (c cluster) maxTransactionTimeout(ctx context.Context, broker int32) (time.Duration, error) {
+	rcs, err := c.adm.DescribeBrokerConfigs(ctx, broker)
+	if err != nil {
+		return 0, authErr(c.name, "describe broker configs", err)
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			return 0, authErr(c.name, "describe broker configs", rc.Err)
+		}
+		for _, cfg := range rc.Configs {
+			if cfg.Key == "transaction.max.timeout.ms" && cfg.Value != nil {
+				ms, err := strconv.ParseInt(*cfg.Value, 10, 64)
+				if err != nil || ms <= 0 {
+					return 0, nil
+				}
+				return time.Duration(ms) * time.Millisecond, nil
+			}
+		}
+	}
+	return 0, nil
+}

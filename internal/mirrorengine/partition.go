@@ -185,6 +185,8 @@ type session struct {
 	fillerKey   []byte
 	dstTopic    destTopic
 
+	txnTimeout time.Duration // of replayed transactions: the configured one, capped by the destination's maximum
+
 	idem    producerIdentity
 	txns    map[int64]*replayTxn // by source producer id
 	gap     *replayTxn           // writes lone markers
@@ -266,6 +268,14 @@ func (s *session) prepare(ctx context.Context) error {
 	if s.dstTopic.compacted {
 		s.fillerKey = []byte("kafkamirror-filler")
 	}
+	// A replayed transaction may not ask for more than the destination allows
+	// (INVALID_TRANSACTION_TIMEOUT would stop the partition for good).
+	s.txnTimeout = s.cfg.TransactionTimeout
+	if max, err := m.dst.maxTransactionTimeout(ctx, s.dst.leader); err != nil {
+		return err
+	} else if max > 0 && max < s.txnTimeout {
+		s.txnTimeout = max
+	}
 	// Transactions first: pending markers must land before the end offset means anything.
 	if err := s.recoverTxns(ctx); err != nil {
 		return err
@@ -294,6 +304,11 @@ func (s *session) prepare(ctx context.Context) error {
 			return err
 		}
 		if err := checkLineage(lastEpoch, epochEnd, dstEnd); err != nil {
+			return err
+		}
+	}
+	if dstEnd > max(dstStart, srcStart) {
+		if err := s.checkLastEntry(ctx, dstEnd-1); err != nil {
 			return err
 		}
 	}
@@ -745,7 +760,7 @@ func (s *session) txn(ctx context.Context, srcPID int64) (*replayTxn, error) {
 }
 
 func (s *session) initTxn(ctx context.Context, id string) (*replayTxn, error) {
-	p, err := s.m.dst.initProducerID(ctx, &id, int32(s.cfg.TransactionTimeout.Milliseconds()))
+	p, err := s.m.dst.initProducerID(ctx, &id, int32(s.txnTimeout.Milliseconds()))
 	if err != nil {
 		return nil, err
 	}

@@ -310,10 +310,11 @@ func permanentMirrorError(err error) bool {
 		notEmpty *DestinationNotEmptyError
 		changed  *SourceChangedError
 		corrupt  *CorruptBatchError
+		aborted  *CoordinatorAbortError
 	)
 	return errors.As(err, &mismatch) || errors.As(err, &ahead) || errors.As(err, &unknown) ||
 		errors.As(err, &count) || errors.As(err, &notEmpty) || errors.As(err, &changed) ||
-		errors.As(err, &corrupt) || errors.Is(err, errInvariant) || errors.Is(err, errUncopyable)
+		errors.As(err, &corrupt) || errors.As(err, &aborted) || errors.Is(err, errInvariant) || errors.Is(err, errUncopyable)
 }
 
 // stopFetching stops the partition mirror, if running, and waits for it to finish its
