@@ -306,7 +306,7 @@ func (e *Engine) observeEnds(ctx context.Context, mirror string, topics []string
 		ends, err := adm.ListEndOffsets(ctx, topics...)
 		answers <- answer{side, ends, err}
 	}
-	asked := 1
+	asked, dstAsked := 1, time.Now()
 	go ask(sideDestination, e.dst.adm)
 	if withSource {
 		if src, err := e.source(mirror); err != nil {
@@ -332,12 +332,26 @@ func (e *Engine) observeEnds(ctx context.Context, mirror string, topics []string
 			switch {
 			case o.Err == nil:
 				e.offsets.put(k, o.Offset, at)
+				if a.side == sideDestination {
+					e.checkDestinationEnd(ctx, partitionKey{mirror, o.Topic, o.Partition}, o.Offset, dstAsked)
+				}
 			case !errors.As(o.Err, &ke):
 				obs.partitions[k] = true // the leader's broker did not answer (a Kafka error is an answer)
 			}
 		})
 	}
 	return obs
+}
+
+// checkDestinationEnd has the partition's runner, if any, check a destination end offset
+// against what it wrote.
+func (e *Engine) checkDestinationEnd(ctx context.Context, k partitionKey, end int64, asked time.Time) {
+	e.mu.Lock()
+	r := e.runners[k]
+	e.mu.Unlock()
+	if r != nil {
+		r.checkDestinationEnd(ctx, end, asked)
+	}
 }
 
 // allRunners returns every runner.

@@ -51,6 +51,21 @@ func (e *DestinationAheadError) Error() string {
 		e.Topic, e.Partition, e.DestinationEnd, e.SourceHighWatermark)
 }
 
+// ForeignWriteError means the destination partition holds offsets the mirror never wrote:
+// something else wrote to a topic that is read-only while mirrored.
+type ForeignWriteError struct {
+	Topic               string
+	Partition           int32
+	DestinationEnd      int64
+	Mirrored            int64 // the destination end the mirror wrote up to
+	SourceHighWatermark int64
+}
+
+func (e *ForeignWriteError) Error() string {
+	return fmt.Sprintf("destination %s[%d] ends at offset %d, but the mirror wrote only up to offset %d (source high watermark %d): %d records were written by something else to a topic that must be read-only while mirrored",
+		e.Topic, e.Partition, e.DestinationEnd, e.Mirrored, e.SourceHighWatermark, e.DestinationEnd-e.Mirrored)
+}
+
 // UnknownTopicError names a topic missing on one side.
 type UnknownTopicError struct {
 	Cluster string // "source" or "destination"

@@ -86,6 +86,12 @@ type PartitionMirror struct {
 
 	mu       sync.Mutex
 	progress Progress
+	// ceiling is the running session's destination end with all it has in flight (produces,
+	// a marker being written), -1 between sessions; ceilingSince is when the session read
+	// the destination end it started from. A destination end read since then and past the
+	// ceiling was written by someone else.
+	ceiling      int64
+	ceilingSince time.Time
 
 	filler        rawBatch // the full-size filler batch, built once
 	fillerRecords int      // records in a full-size filler batch that fits the destination
@@ -110,6 +116,7 @@ func NewPartitionMirror(source, destination *kgo.Client, cfg PartitionConfig) *P
 		dst: newCluster("destination", destination),
 		log: cfg.Logger.With("mirror", cfg.Mirror, "topic", cfg.Topic, "partition", cfg.Partition),
 	}
+	m.ceiling = -1
 	m.lastEpoch.Store(-1)
 	return m
 }
@@ -128,6 +135,25 @@ func (m *PartitionMirror) setProgress(fn func(*Progress)) {
 	m.mu.Lock()
 	fn(&m.progress)
 	m.mu.Unlock()
+}
+
+// mayReach raises the destination end the running session may have reached to end.
+func (m *PartitionMirror) mayReach(end int64) {
+	m.mu.Lock()
+	m.ceiling = max(m.ceiling, end)
+	m.mu.Unlock()
+}
+
+// CheckDestinationEnd returns a *ForeignWriteError when end, the destination partition's end
+// offset read by a request sent at asked, is past everything the running session wrote or
+// has in flight. A read from before the session started proves nothing.
+func (m *PartitionMirror) CheckDestinationEnd(end int64, asked time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ceiling < 0 || asked.Before(m.ceilingSince) || end <= m.ceiling {
+		return nil
+	}
+	return &ForeignWriteError{Topic: m.cfg.Topic, Partition: m.cfg.Partition, DestinationEnd: end, Mirrored: m.ceiling, SourceHighWatermark: m.progress.SourceHighWatermark}
 }
 
 // Run mirrors until ctx is done (returning nil) or a failure that retrying cannot fix, which
@@ -219,6 +245,9 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 		for _, p := range s.pending {
 			s.settled(p, <-p.done)
 		}
+		m.mu.Lock()
+		m.ceiling = -1
+		m.mu.Unlock()
 	}()
 	if err := s.prepare(ctx); err != nil {
 		return false, err
@@ -284,6 +313,7 @@ func (s *session) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	dstStart, dstEnd, err := m.dst.offsets(ctx, cfg.Topic, cfg.Partition)
 	if err != nil {
 		return err
@@ -315,6 +345,7 @@ func (s *session) prepare(ctx context.Context) error {
 	s.next, s.dstLogStart = dstEnd, dstStart
 	m.setProgress(func(p *Progress) {
 		*p = Progress{SourceLogStart: srcStart, SourceHighWatermark: srcEnd, DestinationEnd: dstEnd}
+		m.ceiling, m.ceilingSince = dstEnd, began
 	})
 	if !kept {
 		if s.idem, err = m.dst.initProducerID(ctx, nil, 0); err != nil {
@@ -697,6 +728,7 @@ func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *
 	}()
 	s.pending = append(s.pending, p)
 	s.next = p.end
+	s.m.mayReach(p.end)
 	return nil
 }
 
@@ -774,6 +806,7 @@ func (s *session) endTxn(ctx context.Context, t *replayTxn, commit bool) error {
 		return err
 	}
 	at := s.next
+	s.m.mayReach(at + 1)
 	p, err := s.m.dst.endTxn(ctx, t.id, t.producer, commit)
 	if err != nil {
 		return err

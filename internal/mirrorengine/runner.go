@@ -30,10 +30,11 @@ type runner struct {
 	// would undo (its last mirrored offset would take in what was written since).
 	held bool
 
-	// The running partition mirror, while fetching.
-	mirror     *PartitionMirror
-	stopMirror context.CancelFunc
-	mirrorDone chan struct{}
+	// The running partition mirror, while fetching, and the state epoch it started in.
+	mirror      *PartitionMirror
+	mirrorEpoch int32
+	stopMirror  context.CancelFunc
+	mirrorDone  chan struct{}
 	// failingSince is when its sessions began to fail (zero while one runs), sessionErr
 	// the latest failure: a MIRRORING partition that cannot reach a cluster stays MIRRORING
 	// (its sessions retry at once), and these say it is stalled.
@@ -263,7 +264,7 @@ func (r *runner) startFetching() error {
 	done := make(chan struct{})
 	epoch := r.Status().StateEpoch
 	r.mu.Lock()
-	r.mirror, r.stopMirror, r.mirrorDone = m, cancel, done
+	r.mirror, r.mirrorEpoch, r.stopMirror, r.mirrorDone = m, epoch, cancel, done
 	r.mu.Unlock()
 	go func() {
 		defer close(done)
@@ -287,6 +288,35 @@ func (r *runner) startFetching() error {
 		}
 	}()
 	return nil
+}
+
+// checkDestinationEnd fails the partition, for the operator to look at, when end (the
+// destination end offset read by a request sent at asked) is past what its running mirror
+// wrote: a foreign write must not hide behind a lag of 0 until the next source record. It
+// waits, within ctx, until the partition left the state it mirrored in, so that the
+// caller's answer already says FAILED.
+func (r *runner) checkDestinationEnd(ctx context.Context, end int64, asked time.Time) {
+	r.mu.Lock()
+	m, epoch := r.mirror, r.mirrorEpoch
+	r.mu.Unlock()
+	if m == nil {
+		return
+	}
+	err := m.CheckDestinationEnd(end, asked)
+	if err == nil {
+		return
+	}
+	r.log.Error("foreign write into the destination partition", "error", err)
+	go r.send(fetcherEvent{epoch, Fail{Err: err.Error(), Retryable: false, Now: time.Now()}})
+	for r.Status().StateEpoch == epoch {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // fetcherEvent is an event from a running partition mirror, tagged with the state epoch it
