@@ -165,6 +165,11 @@ func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 		src.CreateTopic(t, topic, 2, compact)
 		prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.GzipCompression()))
 		txn := manualProducer(t, src, kgo.TransactionalID(topic+".app"), kgo.ProducerBatchCompression(kgo.GzipCompression()))
+		// A producer whose only batch is overwritten entirely: the cleaner keeps an empty
+		// batch for its producer state (LogCleaner, MemoryRecords.filterTo).
+		solo := manualProducer(t, src)
+		produceSync(t, solo, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("k1"), Value: []byte("solo")},
+			&kgo.Record{Topic: topic, Partition: 0, Key: []byte("k2"), Value: []byte("solo")})
 		for round := range 6 {
 			for p := range int32(2) {
 				var recs []*kgo.Record
@@ -183,6 +188,15 @@ func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 			}
 		}
 		waitCleaned(t, src, prod, topic, 2)
+		empty := 0
+		for _, b := range rawBatches(t, src, topic, 0) {
+			if b.recordCount() == 0 {
+				empty++
+			}
+		}
+		if empty == 0 {
+			t.Fatal("the log cleaner kept no empty batch; the scenario does not test what it should")
+		}
 
 		// The destination topic is compacted too, but its cleaner must not run during the
 		// test: it would remove markers and records on its own schedule, and two logs
