@@ -69,13 +69,16 @@ func TestAccMirrorTopic_lifecycle(t *testing.T) {
 	mirrorTopicLifecycle(t)
 }
 
-// The same lifecycle on real Apache Kafka brokers (newest version on both sides): SCRAM,
-// the StandardAuthorizer's DENY ACLs, asynchronous metadata and transaction markers.
+// The same lifecycle on real Apache Kafka brokers (each version of the tier on both sides):
+// SCRAM, the StandardAuthorizer's DENY ACLs, asynchronous metadata and transaction markers.
 func TestAccMirrorTopic_lifecycleOnKafka(t *testing.T) {
 	kafkatest.RequireKafka(t)
-	t.Parallel()
-	kafkatest.Tally(t, "kafka-"+kafkatest.KafkaNewest+" → kafka-"+kafkatest.KafkaNewest+" (terraform)")
-	mirrorTopicLifecycle(t, kafkatest.Kafka(kafkatest.KafkaNewest))
+	for _, v := range kafkatest.KafkaVersions() {
+		t.Run("kafka-"+v, func(t *testing.T) {
+			kafkatest.Tally(t, "kafka-"+v+" → kafka-"+v+" (terraform)")
+			mirrorTopicLifecycle(t, kafkatest.Kafka(v))
+		})
+	}
 }
 
 func mirrorTopicLifecycle(t *testing.T, clusterOpts ...kafkatest.Option) {
