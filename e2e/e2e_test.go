@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,7 +16,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/workertest"
@@ -117,7 +120,10 @@ func TestQuickstartFlowWithRealProcesses(t *testing.T) {
 	kafkatest.RequireFake(t)
 	const token = "e2e-token-0123456789"
 	w := startWorker(t, token)
-	quickstartFlow(t, w, token, w.Ready["source"], w.Ready["destination"])
+	// The embedded destination enforces ACLs: its demo user writes everything but a
+	// mirrored topic.
+	quickstartFlow(t, w, token, w.Ready["source"], w.Ready["destination"],
+		kgo.SASL(scram.Auth{User: "demo", Pass: "demo-secret"}.AsSha256Mechanism()))
 }
 
 // The same flow with the worker in its production mode against real Apache Kafka clusters:
@@ -134,18 +140,23 @@ func TestQuickstartFlowOnKafka(t *testing.T) {
 			env := workertest.Env(dst.Addrs(), token, "KAFKAMIRROR_SECRET_KEY=e2e-secret-key-0123456789", "KAFKAMIRROR_LOG_FORMAT=text")
 			w := workertest.Start(t, workerBin, env, "run")
 			w.WaitReady(t)
-			quickstartFlow(t, w, token, src.Addrs()[0], dst.Addrs()[0])
+			quickstartFlow(t, w, token, src.Addrs()[0], dst.Addrs()[0], nil)
 		})
 	}
 }
 
 // quickstartFlow is the quickstart as a user runs it: sample data, a consumer group that
 // commits half way, terraform apply, identical logs and group offsets, a failover by apply,
-// and the group carrying on at the destination with nothing skipped or repeated.
-func quickstartFlow(t *testing.T, w *workertest.Proc, token, source, destination string) {
+// and the group carrying on at the destination with nothing skipped or repeated. dstAuth,
+// when set, authenticates to a destination that enforces ACLs: a write to the mirrored topic
+// must then be refused until the failover.
+func quickstartFlow(t *testing.T, w *workertest.Proc, token, source, destination string, dstAuth kgo.Opt) {
 	t.Helper()
 	ctx := context.Background()
 	client := func(addr string, opts ...kgo.Opt) *kgo.Client {
+		if addr == destination && dstAuth != nil {
+			opts = append(opts, dstAuth)
+		}
 		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
@@ -226,6 +237,13 @@ func quickstartFlow(t *testing.T, w *workertest.Proc, token, source, destination
 		})
 		return diff
 	})
+
+	if dstAuth != nil {
+		err := client(destination).ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("while mirrored")}).FirstErr()
+		if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("writing to the mirrored topic: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+		}
+	}
 
 	// Fail over with one apply, then the group continues on the destination.
 	out := terraform(t, dir, "apply", "-auto-approve", "-input=false", "-no-color", "-var", "state=stopped")

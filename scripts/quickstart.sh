@@ -2,8 +2,10 @@
 # The main job on the embedded default, step by step: build the provider and the worker, start
 # the worker with two in-process Kafka clusters, produce sample data (plain, compressed,
 # transactional), `terraform apply` examples/quickstart through dev_overrides (no init), show
-# the KIP-style describe table with lag 0, prove the logs identical, fail over
-# (state = "stopped"), show the topic writable, and stop the worker.
+# the KIP-style describe table with lag 0, prove the logs identical, show a write to the mirrored
+# topic refused (the embedded destination enforces ACLs; the demo user "demo", password
+# "demo-secret", may write every topic but a mirrored one), fail over (state = "stopped"), show
+# the topic writable, and stop the worker.
 #
 # Needs Go; builds terraform itself when it is not installed. Works offline once the Go
 # modules are downloaded. Ports: QUICKSTART_API_PORT (8080), QUICKSTART_SOURCE_PORT (19092),
@@ -17,6 +19,8 @@ root=$(pwd)
 api_port=${QUICKSTART_API_PORT:-8080}
 src_port=${QUICKSTART_SOURCE_PORT:-19092}
 dst_port=${QUICKSTART_DESTINATION_PORT:-29092}
+# The embedded destination's demo user (printed by the worker at start).
+dst_auth=(--user demo --password demo-secret)
 token=quickstart-token-$RANDOM$RANDOM
 work=$(mktemp -d)
 worker_pid=""
@@ -98,14 +102,17 @@ done
 [ "${lag:-1}" = 0 ] || { echo "lag did not reach 0"; exit 1; }
 
 step "proving the destination identical to the source, offset for offset"
-"$work/bin/demo" compare --source "127.0.0.1:$src_port" --destination "127.0.0.1:$dst_port" --topic orders
+"$work/bin/demo" compare --source "127.0.0.1:$src_port" --destination "127.0.0.1:$dst_port" "${dst_auth[@]}" --topic orders
+
+step "writing to the mirrored topic on the destination: refused, it is read-only while mirrored"
+"$work/bin/demo" write --bootstrap "127.0.0.1:$dst_port" "${dst_auth[@]}" --topic orders --refused
 
 step "failing over: terraform apply with topic_state = \"stopped\""
 terraform -chdir="$work/tf" apply -auto-approve -input=false -no-color -var topic_state=stopped
 "$work/bin/kafkamirror-worker" describe
 
 step "writing to the failed-over topic on the destination"
-"$work/bin/demo" write --bootstrap "127.0.0.1:$dst_port" --topic orders
+"$work/bin/demo" write --bootstrap "127.0.0.1:$dst_port" "${dst_auth[@]}" --topic orders
 
 step "stopping the worker"
 kill -TERM "$worker_pid"
@@ -113,5 +120,5 @@ wait "$worker_pid"
 worker_pid=""
 echo "worker stopped cleanly"
 
-printf '\nquickstart finished: mirrored offset for offset, failed over, destination writable.\n'
+printf '\nquickstart finished: mirrored offset for offset, read-only while mirrored, failed over, destination writable.\n'
 cd "$root"

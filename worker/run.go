@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
@@ -37,6 +38,7 @@ type embeddedOptions struct {
 	dataDir               string
 	generatedToken        bool
 	sourceAddrs, dstAddrs []string
+	workerPassword        string // the destination super user's (embeddedWorkerPassword)
 }
 
 // runCommand is `run` (and `demo`, with demo set): parse, validate, then serve until
@@ -168,8 +170,11 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 		}
 		defer stopClusters()
 		cfg.Destination.BootstrapServers = emb.dstAddrs
+		cfg.Destination.SASL = SASLConfig{Mechanism: "SCRAM-SHA-256", Username: embeddedWorkerUser, Password: emb.workerPassword}
 		fmt.Fprintf(stdout, "kafkamirror-worker embedded clusters:\n  source:      %s (cluster id %q)\n  destination: %s (cluster id %q)\n",
 			strings.Join(emb.sourceAddrs, ","), embeddedSourceID, strings.Join(emb.dstAddrs, ","), embeddedDestinationID)
+		fmt.Fprintf(stdout, "  destination user: %s, password %s (SCRAM-SHA-256; reads and writes topics and groups, never a mirrored topic)\n",
+			EmbeddedDemoUser, EmbeddedDemoPassword)
 		if emb.generatedToken {
 			// Printed on stdout for the person at the terminal, never logged.
 			fmt.Fprintf(stdout, "  api token:   %s (generated; set KAFKAMIRROR_API_TOKEN to choose one)\n", cfg.API.Token)
@@ -328,10 +333,35 @@ const (
 	embeddedDestinationID = "destination"
 )
 
+// The embedded destination enforces ACLs, so that a mirrored topic is read-only there as on
+// a production cluster: the worker is its super user, and the demo user, for the person
+// trying things out, may read and write every topic and group by explicit ACLs, except
+// what the worker's DENY WRITE covers (a mirrored topic). The source stays open.
+const (
+	embeddedWorkerUser   = "kafkamirror-worker"
+	EmbeddedDemoUser     = "demo"
+	EmbeddedDemoPassword = "demo-secret"
+)
+
+// demoUserACLs are the demo user's rights on the embedded destination: every topic ("*")
+// and every consumer group.
+func demoUserACLs() []*kadm.ACLBuilder {
+	allow := func() *kadm.ACLBuilder {
+		return kadm.NewACLs().Allow("User:" + EmbeddedDemoUser).AllowHosts().ResourcePatternType(kadm.ACLPatternLiteral)
+	}
+	return []*kadm.ACLBuilder{
+		allow().Topics("*").Operations(kadm.OpRead, kadm.OpWrite, kadm.OpDescribe, kadm.OpDescribeConfigs, kadm.OpCreate, kadm.OpDelete),
+		allow().Groups("*").Operations(kadm.OpRead, kadm.OpDescribe, kadm.OpDelete),
+	}
+}
+
 // startEmbedded starts the demo's source and destination clusters.
 func startEmbedded(emb *embeddedOptions, log *slog.Logger) (stop func(), err error) {
-	start := func(id string, port int) (*kafkatest.Cluster, error) {
-		opts := []kafkatest.Option{kafkatest.ClusterID(id)}
+	if emb.workerPassword, err = embeddedWorkerPassword(emb.dataDir); err != nil {
+		return nil, err
+	}
+	start := func(id string, port int, extra ...kafkatest.Option) (*kafkatest.Cluster, error) {
+		opts := append([]kafkatest.Option{kafkatest.ClusterID(id)}, extra...)
 		if port != 0 {
 			opts = append(opts, kafkatest.Ports(port))
 		}
@@ -348,8 +378,15 @@ func startEmbedded(emb *embeddedOptions, log *slog.Logger) (stop func(), err err
 	if err != nil {
 		return nil, err
 	}
-	dst, err := start(embeddedDestinationID, emb.destPort)
+	dst, err := start(embeddedDestinationID, emb.destPort,
+		kafkatest.WithACLs(embeddedWorkerUser, emb.workerPassword), kafkatest.User(EmbeddedDemoUser, EmbeddedDemoPassword))
+	if err == nil {
+		err = grantDemoUser(dst)
+	}
 	if err != nil {
+		if dst != nil {
+			dst.Close()
+		}
 		src.Close()
 		return nil, err
 	}
@@ -359,4 +396,46 @@ func startEmbedded(emb *embeddedOptions, log *slog.Logger) (stop func(), err err
 		dst.Close()
 		src.Close()
 	}, nil
+}
+
+func grantDemoUser(dst *kafkatest.Cluster) error {
+	cl, err := kgo.NewClient(dst.ClientOpts()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, acls := range demoUserACLs() {
+		res, err := kadm.NewClient(cl).CreateACLs(ctx, acls)
+		for _, r := range res {
+			if err == nil {
+				err = r.Err
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("granting the demo user its ACLs on the destination: %w", err)
+		}
+	}
+	return nil
+}
+
+// embeddedWorkerPassword is the embedded destination's super user password: random, and kept
+// in the data directory when there is one, since the cluster kept there keeps its users.
+func embeddedWorkerPassword(dataDir string) (string, error) {
+	if dataDir == "" {
+		return randomToken(), nil
+	}
+	path := filepath.Join(dataDir, "worker-password")
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	password := randomToken()
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(password), 0o600); err != nil {
+		return "", fmt.Errorf("keeping the embedded worker password: %w", err)
+	}
+	return password, nil
 }

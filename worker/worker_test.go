@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -24,7 +25,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
@@ -720,7 +723,8 @@ func TestWorkerInvalidConfiguration(t *testing.T) {
 }
 
 // TestWorkerDemo runs the embedded mode twice on one data directory: the mirror created in
-// the first run is still there in the second.
+// the first run is still there in the second. The embedded destination enforces ACLs: its
+// demo user may write a topic of its own but not a mirrored one.
 func TestWorkerDemo(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -729,7 +733,7 @@ func TestWorkerDemo(t *testing.T) {
 	w := startProc(t, env, args...)
 	w.WaitReady(t)
 	out := w.Stdout.String()
-	line := regexp.MustCompile(`kafkamirror-worker ready: api=http://127\.0\.0\.1:\d+ source=(127\.0\.0\.1:\d+) destination=127\.0\.0\.1:\d+`).FindStringSubmatch(out)
+	line := regexp.MustCompile(`kafkamirror-worker ready: api=http://127\.0\.0\.1:\d+ source=(127\.0\.0\.1:\d+) destination=(127\.0\.0\.1:\d+)`).FindStringSubmatch(out)
 	tok := regexp.MustCompile(`api token:\s+([0-9a-f]{32}) \(generated`).FindStringSubmatch(out)
 	if line == nil || tok == nil {
 		t.Fatalf("demo output:\n%s", out)
@@ -740,6 +744,33 @@ func TestWorkerDemo(t *testing.T) {
 	}
 	if _, err := c.CreateMirror(ctxT(t), api.CreateMirrorRequest{Name: "demo", Source: api.SourceConnection{BootstrapServers: []string{line[1]}}, SourceClusterID: "source"}); err != nil {
 		t.Fatal(err)
+	}
+	src, err := kgo.NewClient(kgo.SeedBrokers(line[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if _, err := kadm.NewClient(src).CreateTopic(ctxT(t), 1, -1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.StartTopics(ctxT(t), "demo", []string{"orders"}, ""); err != nil || res[0].Err() != nil {
+		t.Fatalf("start: %v %+v", err, res)
+	}
+	waitTopic(t, c, "demo", "orders", "MIRRORING", caughtUp(api.StateMirroring))
+	demo, err := kgo.NewClient(kgo.SeedBrokers(line[2]), kgo.SASL(scram.Auth{User: EmbeddedDemoUser, Pass: EmbeddedDemoPassword}.AsSha256Mechanism()),
+		kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer demo.Close()
+	if err := demo.ProduceSync(ctxT(t), &kgo.Record{Topic: "orders", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("the demo user writing to a mirrored topic: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	if _, err := kadm.NewClient(demo).CreateTopic(ctxT(t), 1, -1, nil, "scratch"); err != nil {
+		t.Fatalf("the demo user creating a topic: %v", err)
+	}
+	if err := demo.ProduceSync(ctxT(t), &kgo.Record{Topic: "scratch", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("the demo user writing to its own topic: %v", err)
 	}
 	if code := w.Terminate(t); code != 0 {
 		t.Fatalf("exit code %d", code)

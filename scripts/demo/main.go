@@ -1,14 +1,17 @@
 // Command demo is the quickstart's helper: it produces sample data to a cluster, compares a
 // topic on two clusters with the independent comparator, and writes a record to show a
-// failed-over topic is writable.
+// mirrored topic read-only (--refused) and a failed-over topic writable. --user and
+// --password authenticate (SCRAM-SHA-256) to the destination, which in the worker's demo
+// mode enforces ACLs: its demo user is "demo", password "demo-secret".
 //
 //	go run ./scripts/demo produce --bootstrap 127.0.0.1:19092 --topic orders
-//	go run ./scripts/demo compare --source 127.0.0.1:19092 --destination 127.0.0.1:29092 --topic orders
-//	go run ./scripts/demo write --bootstrap 127.0.0.1:29092 --topic orders
+//	go run ./scripts/demo compare --source 127.0.0.1:19092 --destination 127.0.0.1:29092 --user demo --password demo-secret --topic orders
+//	go run ./scripts/demo write --bootstrap 127.0.0.1:29092 --user demo --password demo-secret --topic orders [--refused]
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -16,7 +19,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 )
@@ -32,7 +37,14 @@ func main() {
 	topic := fs.String("topic", "orders", "topic")
 	partitions := fs.Int("partitions", 3, "partitions of the topic (produce creates it)")
 	timeout := fs.Duration("timeout", time.Minute, "how long compare waits for the logs to become identical")
+	user := fs.String("user", "", "SCRAM-SHA-256 user for the destination (write, compare)")
+	password := fs.String("password", "", "its password")
+	refused := fs.Bool("refused", false, "write: succeed only if the write is refused (TOPIC_AUTHORIZATION_FAILED), as on a mirrored topic")
 	_ = fs.Parse(os.Args[2:])
+	var auth []kgo.Opt
+	if *user != "" {
+		auth = append(auth, kgo.SASL(scram.Auth{User: *user, Pass: *password}.AsSha256Mechanism()))
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout+30*time.Second)
 	defer cancel()
@@ -41,9 +53,9 @@ func main() {
 	case "produce":
 		err = produce(ctx, *bootstrap, *topic, int32(*partitions))
 	case "compare":
-		err = compare(ctx, *source, *destination, *topic, *timeout)
+		err = compare(ctx, *source, *destination, auth, *topic, *timeout)
 	case "write":
-		err = write(ctx, *bootstrap, *topic)
+		err = write(ctx, *bootstrap, auth, *topic, *refused)
 	default:
 		usage()
 	}
@@ -123,13 +135,13 @@ func produce(ctx context.Context, bootstrap, topic string, partitions int32) err
 
 // compare waits until the topic is identical on both clusters (offsets, batches, records,
 // markers, log start, both isolation levels' views) and reports the first difference if not.
-func compare(ctx context.Context, source, destination, topic string, timeout time.Duration) error {
+func compare(ctx context.Context, source, destination string, dstAuth []kgo.Opt, topic string, timeout time.Duration) error {
 	src, err := client(source)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	dst, err := client(destination)
+	dst, err := client(destination, dstAuth...)
 	if err != nil {
 		return err
 	}
@@ -151,15 +163,24 @@ func compare(ctx context.Context, source, destination, topic string, timeout tim
 	}
 }
 
-// write appends one record, as an application would after failover.
-func write(ctx context.Context, bootstrap, topic string) error {
-	cl, err := client(bootstrap, kgo.RecordRetries(3))
+// write appends one record, as an application would after failover; with refused, it
+// proves the topic read-only instead.
+func write(ctx context.Context, bootstrap string, auth []kgo.Opt, topic string, refused bool) error {
+	cl, err := client(bootstrap, append(auth, kgo.RecordRetries(3))...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	r := &kgo.Record{Topic: topic, Value: []byte("written after failover")}
-	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+	r := &kgo.Record{Topic: topic, Value: []byte("written by an application")}
+	err = cl.ProduceSync(ctx, r).FirstErr()
+	if refused {
+		if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			return fmt.Errorf("writing to the mirrored topic %s: got %v, want TOPIC_AUTHORIZATION_FAILED", topic, err)
+		}
+		fmt.Printf("writing to %s was refused (%v): the mirrored topic is read-only\n", topic, err)
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("writing to %s: %w", topic, err)
 	}
 	fmt.Printf("wrote a record to %s[%d] at offset %d: the topic is writable\n", topic, r.Partition, r.Offset)
