@@ -109,7 +109,8 @@ func mirrorToAPI(d mirrorengine.MirrorDescription) api.Mirror {
 func topicToAPI(d mirrorengine.TopicDescription) api.Topic {
 	out := api.Topic{
 		Mirror: d.Mirror, Topic: d.Topic, MirrorName: d.MirrorName, DesiredState: d.Desired.String(), Divergence: d.Divergence,
-		Partitions: make([]api.Partition, 0, len(d.Partitions)),
+		ConfigsLeftOut: d.ConfigsLeftOut,
+		Partitions:     make([]api.Partition, 0, len(d.Partitions)),
 	}
 	for _, p := range d.Partitions {
 		out.Partitions = append(out.Partitions, api.Partition{

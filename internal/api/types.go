@@ -274,8 +274,13 @@ type Topic struct {
 	Divergence string `json:"divergence"`
 	// Owner is the owner id recorded by the commands (TopicsRequest); empty when no owner
 	// manages the topic.
-	Owner      string      `json:"owner"`
-	Partitions []Partition `json:"partitions"`
+	Owner string `json:"owner"`
+	// ConfigsLeftOut are the source topic configs the destination topic was created
+	// without, each with its reason: the KIP's exclude list, another distribution's config,
+	// one removed in Kafka 4.0, the mirror's topic_config_excludes, or refused by the
+	// destination.
+	ConfigsLeftOut []string    `json:"configs_left_out,omitempty"`
+	Partitions     []Partition `json:"partitions"`
 }
 
 // Partition is one partition's line of the KIP's describe table.

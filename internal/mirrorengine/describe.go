@@ -62,7 +62,10 @@ type TopicDescription struct {
 	MirrorName string // the mirror.name value, with its .paused / .removed suffix
 	Desired    Desired
 	Divergence string // the divergence policy of the last start: "fail" or "recreate"
-	Partitions []PartitionDescription
+	// ConfigsLeftOut are the source configs the destination topic was created without,
+	// each with its reason.
+	ConfigsLeftOut []string
+	Partitions     []PartitionDescription
 }
 
 // describeTimeout bounds what a describe, or a failover's look at the source's partitions,
@@ -181,7 +184,7 @@ func (e *Engine) describeTopic(mirror, topic string, broken *CommandError, obs o
 		return TopicDescription{}, err
 	}
 	_, desired := ParseMirrorName(tc.MirrorName)
-	d := TopicDescription{Mirror: mirror, Topic: topic, MirrorName: tc.MirrorName, Desired: desired, Divergence: tc.Divergence}
+	d := TopicDescription{Mirror: mirror, Topic: topic, MirrorName: tc.MirrorName, Desired: desired, Divergence: tc.Divergence, ConfigsLeftOut: tc.ConfigsLeftOut}
 	if d.Divergence == "" {
 		d.Divergence = "fail"
 	}

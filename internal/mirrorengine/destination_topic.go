@@ -89,6 +89,15 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 	}
 	if len(dropped) > 0 {
 		e.log.Warn("source topic configs left out of the destination topic", "topic", topic, "configs", droppedList(dropped))
+		if tc, ok := e.store.TopicConfig(topic); ok {
+			tc.ConfigsLeftOut = make([]string, len(dropped))
+			for i, d := range dropped {
+				tc.ConfigsLeftOut[i] = d.String()
+			}
+			if err := e.store.PutTopicConfig(ctx, topic, tc); err != nil {
+				return err
+			}
+		}
 	}
 	e.log.Info("destination topic created", "topic", topic, "partitions", partitions,
 		"replication_factor", repl.factor, "min_insync_replicas", repl.minInsync, "configs", len(configs))

@@ -2,6 +2,7 @@ package mirrorengine
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,21 @@ func destinationTopicsForDR(t *testing.T, version string) {
 	waitState(t, e, "dr", topic, 3, StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
 
+	// Each config left out is reported with its reason.
+	d, err := e.DescribeMirrorTopic(ctx, "dr", topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leftOut := strings.Join(d.ConfigsLeftOut, "; ")
+	for _, want := range []string{
+		"confluent.placement.constraints (another distribution's config)",
+		"message.format.version (removed in Apache Kafka 4.0)",
+		"totally.bogus.config (refused by the destination: INVALID_CONFIG",
+	} {
+		if !strings.Contains(leftOut, want) {
+			t.Errorf("configs left out %q: want %q among them", leftOut, want)
+		}
+	}
 	adm := dst.Admin(t)
 	for _, name := range []string{topic, DefaultStoreTopic} {
 		meta, err := adm.Metadata(ctx, name)

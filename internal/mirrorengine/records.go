@@ -116,6 +116,9 @@ type TopicConfigRecord struct {
 	// Owner is the id of the client object that manages the topic (a
 	// Terraform kafkamirror_mirror_topic), "" when none claimed it.
 	Owner string
+	// ConfigsLeftOut are the source topic configs the destination topic was created
+	// without, each with its reason ("confluent.x (another distribution's config)").
+	ConfigsLeftOut []string
 }
 
 // PartitionRecord is a mirrored partition's state, the
@@ -334,11 +337,12 @@ type syncWireV1 struct {
 // topicConfigValueV1 keeps the KIP's config name "mirror.name" as its field
 // name (DESIGN.md), so the record reads like the topic config it stands for.
 type topicConfigValueV1 struct {
-	V             int    `json:"v"`
-	MirrorName    string `json:"mirror.name"`
-	Divergence    string `json:"divergence,omitempty"`
-	SourceTopicID string `json:"source_topic_id,omitempty"`
-	Owner         string `json:"owner,omitempty"`
+	V             int      `json:"v"`
+	MirrorName    string   `json:"mirror.name"`
+	Divergence    string   `json:"divergence,omitempty"`
+	SourceTopicID string   `json:"source_topic_id,omitempty"`
+	Owner         string   `json:"owner,omitempty"`
+	LeftOut       []string `json:"configs_left_out,omitempty"`
 }
 
 type partitionValueV1 struct {
@@ -445,6 +449,7 @@ func encodeTopicConfig(r TopicConfigRecord) ([]byte, error) {
 		Divergence:    r.Divergence,
 		SourceTopicID: r.SourceTopicID,
 		Owner:         r.Owner,
+		LeftOut:       r.ConfigsLeftOut,
 	})
 }
 
@@ -608,7 +613,7 @@ func decodeTopicConfig(key string, data []byte) (TopicConfigRecord, error) {
 	if v.MirrorName == "" {
 		return TopicConfigRecord{}, fmt.Errorf("__mirror_state record %q: empty mirror.name", key)
 	}
-	return TopicConfigRecord{MirrorName: v.MirrorName, Divergence: v.Divergence, SourceTopicID: v.SourceTopicID, Owner: v.Owner}, nil
+	return TopicConfigRecord{MirrorName: v.MirrorName, Divergence: v.Divergence, SourceTopicID: v.SourceTopicID, Owner: v.Owner, ConfigsLeftOut: v.LeftOut}, nil
 }
 
 func decodePartition(key string, data []byte) (PartitionRecord, error) {
