@@ -143,9 +143,14 @@ resource "kafkamirror_mirror_topic" "app" {
 					noSecretInState{marker: "primary-to-dr", secret: password, skip: !writeOnlySupported},
 				},
 			},
-			{ // Day two: the sync interval and a password rotation, in place.
+			{ // Day two: the sync interval and a password rotation, in place. The running
+				// partitions move to the new connection: records written after it arrive.
 				Config:           config(2, "45s", src.Addrs()),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: unchanged("app.orders", "app.payments")},
+				ConfigStateChecks: []statecheck.StateCheck{stateCheckFunc(func() {
+					produce(t, src.Client(t), "app.orders", 40, 25)
+					kafkatest.WaitIdentical(t, src, dst, "app.orders", time.Minute)
+				})},
 			},
 			{ // The bootstrap servers, in place.
 				Config:           config(2, "45s", otherName),
