@@ -137,7 +137,13 @@ func retriable(err error) bool {
 	case errors.Is(err, kerr.OutOfOrderSequenceNumber),
 		errors.Is(err, kerr.ConcurrentTransactions),
 		errors.Is(err, kerr.UnknownTopicOrPartition), // metadata not yet propagated
-		errors.Is(err, kerr.InvalidTxnState):
+		errors.Is(err, kerr.InvalidTxnState),
+		// A replayed transaction's epoch moved on: the destination coordinator aborted it
+		// (it outlived transaction.max.timeout.ms; Kafka 4.0 answers PRODUCER_FENCED, 4.4
+		// INVALID_TXN_STATE) or a session of ours re-initialized the id. The next session
+		// reads the destination again and continues, or fails naming the offsets.
+		errors.Is(err, kerr.ProducerFenced),
+		errors.Is(err, kerr.InvalidProducerEpoch):
 		return true
 	case errors.As(err, &netErr):
 		return true

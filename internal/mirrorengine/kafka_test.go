@@ -216,7 +216,11 @@ func waitCleaned(t *testing.T, c *kafkatest.Cluster, prod *kgo.Client, topic str
 	for {
 		cleaned := 0
 		for p := range partitions {
-			for _, b := range rawBatches(t, c, topic, p) {
+			batches, err := readBatches(t, c, topic, p)
+			if err != nil { // a broker busy cleaning may drop a connection: look again
+				t.Logf("reading %s[%d]: %v", topic, p, err)
+			}
+			for _, b := range batches {
 				if !b.contiguous() {
 					cleaned++
 					break

@@ -171,21 +171,31 @@ func TestMirrorCompressedBatchesAreNotRecompressed(t *testing.T) {
 // rawBatches reads a whole partition's batches as stored.
 func rawBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int32) []rawBatch {
 	t.Helper()
+	out, err := readBatches(t, c, topic, partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// readBatches is rawBatches for callers that poll: it returns the error.
+func readBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int32) ([]rawBatch, error) {
+	t.Helper()
 	ctx := context.Background()
 	cl := newCluster("test", c.Client(t))
 	meta, err := cl.metadata(ctx, topic, partition)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	start, end, err := cl.offsets(ctx, topic, partition)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var out []rawBatch
 	for off := start; off < end; {
 		f, err := cl.fetch(ctx, meta, topic, partition, off, 1<<20)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		for _, b := range f.batches {
 			if b.lastOffset() >= off {
@@ -194,7 +204,7 @@ func rawBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int3
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 func TestMirrorManyRecordsAcrossEightPartitions(t *testing.T) {
