@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 )
@@ -80,7 +79,7 @@ func TestEngineDestinationTopicSettings(t *testing.T) {
 		rf        int
 		minInsync string
 	}{"set": {3, "2"}, "default": {1, ""}} {
-		rf, minInsync := createdReplication(t, dst, topic)
+		rf, minInsync := dst.TopicReplication(t, topic)
 		if rf != want.rf || minInsync != want.minInsync {
 			t.Errorf("destination topic %q: replication factor %d, min.insync.replicas override %q; want %d, %q",
 				topic, rf, minInsync, want.rf, want.minInsync)
@@ -88,28 +87,3 @@ func TestEngineDestinationTopicSettings(t *testing.T) {
 	}
 }
 
-// createdReplication is topic's replication factor and its min.insync.replicas
-// override ("" when none) on c.
-func createdReplication(t *testing.T, c *kafkatest.Cluster, topic string) (int, string) {
-	t.Helper()
-	adm := c.Admin(t)
-	meta, err := adm.Metadata(context.Background(), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rf := len(meta.Topics[topic].Partitions[0].Replicas)
-	rcs, err := adm.DescribeTopicConfigs(context.Background(), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, cfg := range rc.Configs {
-		if cfg.Key == "min.insync.replicas" && cfg.Source == kmsg.ConfigSourceDynamicTopicConfig && cfg.Value != nil {
-			return rf, *cfg.Value
-		}
-	}
-	return rf, ""
-}

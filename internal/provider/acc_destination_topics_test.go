@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
@@ -67,7 +66,7 @@ data "kafkamirror_cluster_mirror" "m" {
 							"replication_factor": knownvalue.Int64Exact(3), "min_insync_replicas": knownvalue.Int64Exact(2),
 						})),
 					stateCheckFunc(func() {
-						rf, minInsync := topicReplication(t, dst, "orders")
+						rf, minInsync := dst.TopicReplication(t, "orders")
 						if rf != 3 || minInsync != "2" {
 							t.Errorf("destination topic: replication factor %d, min.insync.replicas %q; want 3, \"2\"", rf, minInsync)
 						}
@@ -103,28 +102,3 @@ data "kafkamirror_cluster_mirror" "m" {
 	})
 }
 
-// topicReplication is topic's replication factor and its min.insync.replicas override on c
-// ("" when none).
-func topicReplication(t *testing.T, c *kafkatest.Cluster, topic string) (int, string) {
-	t.Helper()
-	adm := c.Admin(t)
-	meta, err := adm.Metadata(ctxT(t), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rf := len(meta.Topics[topic].Partitions[0].Replicas)
-	rcs, err := adm.DescribeTopicConfigs(ctxT(t), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, cfg := range rc.Configs {
-		if cfg.Key == "min.insync.replicas" && cfg.Source == kmsg.ConfigSourceDynamicTopicConfig && cfg.Value != nil {
-			return rf, *cfg.Value
-		}
-	}
-	return rf, ""
-}
