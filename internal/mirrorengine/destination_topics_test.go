@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"testing"
 
-
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 )
 
@@ -86,4 +85,3 @@ func TestEngineDestinationTopicSettings(t *testing.T) {
 		}
 	}
 }
-

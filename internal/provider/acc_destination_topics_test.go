@@ -101,4 +101,3 @@ data "kafkamirror_cluster_mirror" "m" {
 		},
 	})
 }
-
