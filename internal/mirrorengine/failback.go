@@ -11,6 +11,12 @@ import (
 // txnIDPrefix starts every destination transactional id the data path uses.
 const txnIDPrefix = "kafkamirror."
 
+// partitionTxnPrefix starts every destination transactional id of one mirrored partition:
+// its replayed transactions (…<source pid>) and its lone markers (…gap).
+func partitionTxnPrefix(mirror, topic string, partition int32) string {
+	return fmt.Sprintf("%s%s.%s.%d.", txnIDPrefix, mirror, topic, partition)
+}
+
 // ForeignTransactionError is a destination partition whose tail is a transaction left open
 // by a producer that is not a mirror's: at failover an exactly-once application's
 // transaction is usually still open on the old primary, which becomes the destination at

@@ -377,7 +377,7 @@ func (s *session) checkSource(ctx context.Context) error {
 
 // txnPrefix is the prefix of every destination transactional id of this partition.
 func (s *session) txnPrefix() string {
-	return fmt.Sprintf("kafkamirror.%s.%s.%d.", s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition)
+	return partitionTxnPrefix(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition)
 }
 
 const gapTxnSuffix = "gap"

@@ -463,7 +463,7 @@ func (r *runner) stop(ctx context.Context) error {
 // waits until no transaction holds the partition's last stable offset back.
 func (r *runner) abortOpenTxns(ctx context.Context) error {
 	e, k := r.e, r.key
-	prefix := fmt.Sprintf("kafkamirror.%s.%s.%d.", k.mirror, k.topic, k.partition)
+	prefix := partitionTxnPrefix(k.mirror, k.topic, k.partition)
 	listed, err := e.dst.adm.ListTransactions(ctx, nil, nil)
 	if err != nil {
 		return authErr("destination", "list transactions", err)
