@@ -1,0 +1,248 @@
+package membership
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"testing"
+)
+
+func p(topic string, partition int32) Unit { return Partition("m", topic, partition) }
+
+func partitions(topic string, n int) []Unit {
+	out := make([]Unit, n)
+	for i := range out {
+		out[i] = p(topic, int32(i))
+	}
+	return out
+}
+
+func TestBalanceTable(t *testing.T) {
+	a0, a1, a2, a3 := p("a", 0), p("a", 1), p("a", 2), p("a", 3)
+	all := []Unit{a0, a1, a2, a3}
+	cases := []struct {
+		name    string
+		members []claim
+		units   []Unit
+		want    map[string]share
+	}{
+		{
+			name:    "a group of one takes everything, delayed (nobody released it)",
+			members: []claim{{ID: "x"}},
+			units:   all,
+			want:    map[string]share{"x": {Owned: all, Delayed: all}},
+		},
+		{
+			name:    "fresh units spread one by one",
+			members: []claim{{ID: "x"}, {ID: "y"}},
+			units:   all,
+			want:    map[string]share{"x": {Owned: []Unit{a0, a2}, Delayed: []Unit{a0, a2}}, "y": {Owned: []Unit{a1, a3}, Delayed: []Unit{a1, a3}}},
+		},
+		{
+			name:    "round one: a joiner gets nothing held by another; the holder gives up the excess",
+			members: []claim{{ID: "x", Owned: all}, {ID: "y"}},
+			units:   all,
+			want:    map[string]share{"x": {Owned: []Unit{a0, a1}}, "y": {}},
+		},
+		{
+			name:    "round two: released units move without delay",
+			members: []claim{{ID: "x", Owned: []Unit{a0, a1}, Released: []Unit{a2, a3}}, {ID: "y"}},
+			units:   all,
+			want:    map[string]share{"x": {Owned: []Unit{a0, a1}}, "y": {Owned: []Unit{a2, a3}}},
+		},
+		{
+			name:    "a dead member's units go to the survivors, delayed; nothing else moves",
+			members: []claim{{ID: "x", Owned: []Unit{a0}}, {ID: "z", Owned: []Unit{a3}}},
+			units:   all,
+			want:    map[string]share{"x": {Owned: []Unit{a0, a1}, Delayed: []Unit{a1}}, "z": {Owned: []Unit{a3, a2}, Delayed: []Unit{a2}}},
+		},
+		{
+			name:    "a unit claimed twice is withheld from both",
+			members: []claim{{ID: "x", Owned: []Unit{a0, a1}}, {ID: "y", Owned: []Unit{a1}}},
+			units:   []Unit{a0, a1},
+			want:    map[string]share{"x": {Owned: []Unit{a0}}, "y": {}},
+		},
+		{
+			name:    "held units that are no longer wanted are dropped",
+			members: []claim{{ID: "x", Owned: []Unit{a0, p("gone", 0)}}},
+			units:   []Unit{a0},
+			want:    map[string]share{"x": {Owned: []Unit{a0}}},
+		},
+		{
+			name:    "mirror-level work is kept before partitions",
+			members: []claim{{ID: "x", Owned: []Unit{a0, a1, Commands(), MirrorSync("m")}}, {ID: "y"}},
+			units:   []Unit{a0, a1, Commands(), MirrorSync("m")},
+			want:    map[string]share{"x": {Owned: []Unit{Commands(), MirrorSync("m")}}, "y": {}},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := balance(c.members, c.units)
+			for id, s := range got {
+				if len(s.Owned) == 0 {
+					s.Owned = nil
+				}
+				got[id] = s
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got  %v\nwant %v", got, c.want)
+			}
+		})
+	}
+}
+
+// group simulates members running the protocol against balance: each round, members hold
+// what they were given and report released what they lost.
+type group struct {
+	held     map[string][]Unit
+	released map[string][]Unit
+}
+
+func (g *group) round(t *testing.T, units []Unit) (moved int) {
+	t.Helper()
+	ids := slices.Sorted(maps.Keys(g.held))
+	var claims []claim
+	for _, id := range ids {
+		claims = append(claims, claim{ID: id, Owned: g.held[id], Released: g.released[id]})
+	}
+	shares := balance(claims, units)
+	if !reflect.DeepEqual(shares, balance(claims, units)) {
+		t.Fatal("balance is not deterministic")
+	}
+	owner := map[Unit]string{}
+	for _, id := range ids {
+		for _, u := range shares[id].Owned {
+			if prev, dup := owner[u]; dup {
+				t.Fatalf("%v given to %s and %s", u, prev, id)
+			}
+			owner[u] = id
+		}
+		kept := map[Unit]bool{}
+		for _, u := range shares[id].Owned {
+			kept[u] = true
+		}
+		g.released[id] = nil
+		for _, u := range g.held[id] {
+			if !kept[u] {
+				g.released[id] = append(g.released[id], u)
+				moved++
+			}
+		}
+		g.held[id] = shares[id].Owned
+	}
+	return moved
+}
+
+func (g *group) check(t *testing.T, units []Unit) {
+	t.Helper()
+	total, lo, hi := 0, len(units), 0
+	for _, h := range g.held {
+		total += len(h)
+		lo, hi = min(lo, len(h)), max(hi, len(h))
+	}
+	if total != len(units) || hi-lo > 1 {
+		t.Fatalf("%d of %d units assigned, counts between %d and %d", total, len(units), lo, hi)
+	}
+}
+
+// Members come and go; after each change two rounds settle the group: every unit has one
+// owner, counts differ by at most one, and only the units that must move do.
+func TestBalanceRoundsSettle(t *testing.T) {
+	units := append(partitions("a", 100), partitions("b", 200)...)
+	units = append(units, Commands(), MirrorSync("m"))
+	g := &group{held: map[string][]Unit{}, released: map[string][]Unit{}}
+	steps := []struct {
+		join, leave string
+		moved       int // the fewest moves between live members that balance allows
+	}{
+		{join: "w1"},
+		{join: "w2", moved: 151}, // 302 units: half leave w1
+		{join: "w3", moved: 100}, // 151+151 → 101+101+100
+		{leave: "w2"},            // w2's units are free, nobody else's move
+		{join: "w4", moved: 100}, // 151+151 → 101+101+100
+	}
+	for _, s := range steps {
+		t.Run(s.join+s.leave, func(t *testing.T) {
+			if s.join != "" {
+				g.held[s.join] = nil
+			}
+			if s.leave != "" {
+				delete(g.held, s.leave)
+				delete(g.released, s.leave)
+			}
+			moved := g.round(t, units) + g.round(t, units)
+			g.check(t, units)
+			if moved != s.moved {
+				t.Fatalf("%d units moved between live members, %d must", moved, s.moved)
+			}
+			if again := g.round(t, units); again != 0 {
+				t.Fatalf("a settled group moved %d more units", again)
+			}
+		})
+	}
+}
+
+func TestPlanRefusesAnotherConfiguration(t *testing.T) {
+	serving := memberMetadata{WorkerID: "w1", WorkerVersion: "1.0", Fingerprint: "aaaa", Generation: 7, Owned: []Unit{p("a", 0)}}
+	newcomer := memberMetadata{WorkerID: "w2", WorkerVersion: "1.1", Fingerprint: "bbbb", Generation: -1}
+	// Whoever leads, the newcomer is refused and the serving member keeps its work.
+	for _, self := range []memberMetadata{serving, newcomer} {
+		got := plan([]joinedMember{{ID: "m-2", meta: newcomer}, {ID: "m-1", meta: serving}}, []Unit{p("a", 0)}, self)
+		want := "configuration fingerprint bbbb differs from the group's aaaa (worker w1, version 1.0, serving since generation 7): every worker of a destination must share its settings"
+		if got["m-2"].Refused != want {
+			t.Fatalf("refusal %q", got["m-2"].Refused)
+		}
+		if a := got["m-1"]; a.Refused != "" || !slices.Equal(a.Owned, []Unit{p("a", 0)}) || len(a.Members) != 1 || a.Members[0].WorkerID != "w1" {
+			t.Fatalf("serving member's assignment %+v", a)
+		}
+	}
+}
+
+func TestEncodingsRoundTrip(t *testing.T) {
+	meta := memberMetadata{WorkerID: "w1", WorkerVersion: "1.2.3", APIAddress: "10.0.0.1:8080", Fingerprint: "ab12",
+		Generation: 42, Owned: []Unit{p("b", 3), p("a", 7), Commands(), p("a", 2)}, Released: []Unit{MirrorSync("m2")}}
+	got, err := decodeMemberMetadata(append(meta.encode(), "fields of a later version"...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.Owned = []Unit{p("a", 2), p("a", 7), p("b", 3), Commands()}
+	if !reflect.DeepEqual(got, meta) {
+		t.Fatalf("got %+v\nwant %+v", got, meta)
+	}
+	a := assignment{Owned: []Unit{p("a", 0), p("a", 1000)}, Delayed: []Unit{p("a", 1000)},
+		Members: []MemberInfo{{MemberID: "m-1", WorkerID: "w1", WorkerVersion: "1", APIAddress: "h:1", Units: 2}}}
+	if back, err := decodeAssignment(a.encode()); err != nil || !reflect.DeepEqual(back, a) {
+		t.Fatalf("assignment %+v %v", back, err)
+	}
+	if _, err := decodeMemberMetadata([]byte{0, 0, 0}); err == nil {
+		t.Fatal("truncated metadata decoded")
+	}
+	// 10,000 partitions of ten topics fit easily in one record of __consumer_offsets.
+	var many []Unit
+	for i := range 10 {
+		many = append(many, partitions(fmt.Sprintf("orders-%d", i), 1000)...)
+	}
+	if n := len((&assignment{Owned: many}).encode()); n > 20_000 {
+		t.Fatalf("10,000 units encode to %d bytes", n)
+	}
+}
+
+func BenchmarkBalance(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		units := make([]Unit, 0, n)
+		for i := range n / 100 {
+			units = append(units, partitions(fmt.Sprintf("topic-%d", i), 100)...)
+		}
+		// A rebalance after a fourth worker joined three that share everything.
+		members := []claim{{ID: "w1"}, {ID: "w2"}, {ID: "w3"}, {ID: "w4"}}
+		for i, u := range units {
+			members[i%3].Owned = append(members[i%3].Owned, u)
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				balance(members, units)
+			}
+		})
+	}
+}

@@ -1,0 +1,72 @@
+// Package membership makes the workers that share a destination cluster one group on that
+// cluster's group coordinator, as Kafka Connect does, and splits the work among them so that
+// every unit (a mirrored partition, a mirror's metadata sync, the commands) has at most one
+// writer at any time. It knows nothing of the worker, the API or the engine.
+//
+// # Protocol
+//
+// Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) with the protocol
+// type "kafkamirror" and the protocol name "kafkamirror-v1", issued as kmsg requests through a
+// kgo.Client. kgo's own group machinery can carry another protocol type (kgo.GroupProtocol) but
+// its assignments are topic partitions that it consumes itself, and it exposes neither its
+// heartbeat answers nor their timing, which the leases below are made of.
+//
+// Member metadata (versioned) carries the worker's id, version and API address, a fingerprint
+// of the settings the group must share (with the lease), the generation of the assignment held,
+// the units held and the units released. The leader refuses a member whose fingerprint differs
+// from that of the members already serving (or whose metadata it cannot read); the
+// coordinator itself refuses a member of another protocol type or version. The refused
+// member's Join returns an *IncompatibleError and it leaves the group.
+//
+// # Assignment in two rounds
+//
+// The leader's assignment (balance) is deterministic, balanced (counts differ by at most one)
+// and sticky. A unit moves between two live members in two rounds, as in Connect's
+// incremental cooperative protocol: in round one the leader gives it to nobody; its holder
+// stops it, waits for its Run to return, and rejoins reporting it released; in round two the
+// leader gives it to its new owner, which starts it at once. Units that are kept never stop.
+// A unit that nobody reports released (its holder died, or left, or lost its lease) is given
+// in round one, Delayed: the new owner waits out the old owner's lease first.
+//
+// # Leases: never two writers
+//
+// Each owned unit has a context (Config.Run's ctx) that ends when the member can no longer
+// prove ownership: lease expired, unit revoked, generation fenced, Leave or refusal. The lease
+// runs for Lease from the moment a request was sent whose answer proved this member's place in
+// its current generation: a Heartbeat answered with no error or REBALANCE_IN_PROGRESS, a
+// SyncGroup answered with an assignment. The timing argument, for a unit u that A owns in
+// generation g and B is given in a later generation g':
+//
+//   - The coordinator checks the generation before anything else in Heartbeat, and answers
+//     REBALANCE_IN_PROGRESS only while the group is still preparing generation g (Apache Kafka's
+//     GroupMetadataManager.classicGroupHeartbeatToClassicGroup). So every answer that extended
+//     A's lease for g was produced before g' existed, hence before B received g'. A's last
+//     lease therefore ends at most Lease after B received u. B waits Lease before starting a
+//     Delayed u: A's lease has ended by then (same clock rate assumed: monotonic clocks drift by
+//     parts per million, and Lease is seconds).
+//   - If A died or paused, the coordinator removes A only after SessionTimeout without a
+//     heartbeat, which is longer than Lease: A's units were cancelled (by A's timer, or by its
+//     context's Err reading the clock when A resumes) before the coordinator can even start the
+//     rebalance that hands them over.
+//   - A unit reported released had its Run return before A's JoinGroup was sent: its writer
+//     has stopped, and B may start at once.
+//
+// Static membership (group.instance.id) is not used: the coordinator hands a restarted static
+// member its predecessor's assignment without a rebalance, hence without the handover delay,
+// while the predecessor may still be a paused process holding a lease.
+//
+// The last guard stays the data path's own: every produce's assigned offset is verified.
+//
+// # How the worker uses it
+//
+// The worker joins with its id, version and API address, Units returning one Partition per
+// mirrored partition of __mirror_state, one MirrorSync per mirror and Commands, and Run
+// starting the matching runner with the unit's context: a partition runner stops producing
+// when the context ends (checking ctx.Err before each produce) and Run returns once no write is
+// outstanding. It calls Rebalance when its view of __mirror_state adds or removes units. A
+// command that changes __mirror_state is applied by the owner of Commands: a worker that does
+// not own it forwards the request to the owner's APIAddress (Members), and the owner serialises
+// commands as today; an owner change mid-command is covered by the state epoch of partition
+// records (conditional writes). Describe works on any worker from __mirror_state; Members
+// shows who owns how much. A single worker is a group of one.
+package membership
