@@ -366,6 +366,9 @@ func (m *Member) joinAndSync(ctx context.Context) error {
 	case errors.Is(err, kerr.UnknownMemberID):
 		m.fence(true)
 		return errRejoinNow
+	case errors.Is(err, kerr.InvalidSessionTimeout):
+		return &IncompatibleError{Group: m.cfg.Group, Reason: fmt.Sprintf(
+			"the coordinator does not allow a session timeout of %v (its group.min.session.timeout.ms and group.max.session.timeout.ms)", m.cfg.SessionTimeout)}
 	case errors.Is(err, kerr.InconsistentGroupProtocol):
 		return &IncompatibleError{Group: m.cfg.Group, Reason: fmt.Sprintf(
 			"its members use another protocol than %s/%s (a worker of an incompatible version, or another application using this group name)",
