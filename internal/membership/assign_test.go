@@ -228,20 +228,27 @@ func TestEncodingsRoundTrip(t *testing.T) {
 	}
 }
 
-func BenchmarkBalance(b *testing.B) {
+// The leader's work in one rebalance: a fourth worker joins three that share every unit;
+// plan and encode the four assignments.
+func BenchmarkAssign(b *testing.B) {
 	for _, n := range []int{1_000, 10_000} {
 		units := make([]Unit, 0, n)
 		for i := range n / 100 {
 			units = append(units, partitions(fmt.Sprintf("topic-%d", i), 100)...)
 		}
-		// A rebalance after a fourth worker joined three that share everything.
-		members := []claim{{ID: "w1"}, {ID: "w2"}, {ID: "w3"}, {ID: "w4"}}
+		members := make([]joinedMember, 4)
+		for i := range members {
+			members[i] = joinedMember{ID: fmt.Sprintf("w%d", i+1), meta: memberMetadata{Fingerprint: "f", Generation: 3}}
+		}
+		members[3].meta.Generation = -1
 		for i, u := range units {
-			members[i%3].Owned = append(members[i%3].Owned, u)
+			members[i%3].meta.Owned = append(members[i%3].meta.Owned, u)
 		}
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for b.Loop() {
-				balance(members, units)
+				for _, a := range plan(members, units, members[0].meta) {
+					a.encode()
+				}
 			}
 		})
 	}

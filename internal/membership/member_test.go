@@ -278,17 +278,22 @@ func checkBalanced(t *testing.T, byWorker map[string][]Unit, workers int, units 
 	}
 }
 
+// threeSettled starts three workers on 302 units and waits until they are spread evenly:
+// who runs what, and a mark of the ledger at that point.
+func threeSettled(t *testing.T, dst *kafkatest.Cluster) ([]Unit, *ledger, []*worker, map[string][]Unit, map[Unit]int) {
+	units := testUnits()
+	l := &ledger{spans: map[Unit][]*span{}}
+	_, ws := startGroup(t, dst, units, l, 3)
+	before := l.settled(t, units, time.Minute)
+	checkBalanced(t, before, 3, len(units))
+	return units, l, ws, before, l.mark()
+}
+
 // Three workers spread 302 units evenly; when one leaves, only its units move, each started
 // by its new owner after the leaver stopped it, and the others never pause.
 func TestGroupSpreadsAndMovesOnlyTheLeaversUnits(t *testing.T) {
 	onEveryTier(t, func(t *testing.T, dst *kafkatest.Cluster) {
-		units := testUnits()
-		l := &ledger{spans: map[Unit][]*span{}}
-		_, ws := startGroup(t, dst, units, l, 3)
-		before := l.settled(t, units, time.Minute)
-		checkBalanced(t, before, 3, len(units))
-		mark := l.mark()
-
+		units, l, ws, before, mark := threeSettled(t, dst)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := ws[2].m.Leave(ctx); err != nil {
@@ -319,13 +324,7 @@ func TestGroupSpreadsAndMovesOnlyTheLeaversUnits(t *testing.T) {
 // the others; resumed, it rejoins and takes its share again, never overlapping anyone.
 func TestGroupPausedWorkerStandsDownFirst(t *testing.T) {
 	onEveryTier(t, func(t *testing.T, dst *kafkatest.Cluster) {
-		units := testUnits()
-		l := &ledger{spans: map[Unit][]*span{}}
-		_, ws := startGroup(t, dst, units, l, 3)
-		before := l.settled(t, units, time.Minute)
-		checkBalanced(t, before, 3, len(units))
-
-		mark := l.mark()
+		units, l, ws, before, mark := threeSettled(t, dst)
 		ws[2].gate.pause()
 		waitFor(t, time.Minute, "w3's units running elsewhere", func() bool {
 			running := l.running()
