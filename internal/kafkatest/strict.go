@@ -37,9 +37,10 @@ import (
 // after its markers are written, the id stays busy a quarter of the marker
 // delay longer.
 //
-// What differs from a real broker while a marker is held: DescribeTransactions,
+// While a marker is held DescribeTransactions says PrepareCommit/PrepareAbort,
+// as a real coordinator does. What differs from a real broker meanwhile:
 // ListTransactions and DescribeProducers still show the transaction as
-// Ongoing (a real one says PrepareCommit/PrepareAbort); the EndTxn answered
+// Ongoing; the EndTxn answered
 // here skipped kfake's ACL check (the client already needed WRITE on the id
 // to start the transaction); and if kfake's transaction timeout fires before
 // the held EndTxn is sent, the markers are an abort and the cluster records
@@ -104,6 +105,7 @@ func newStrict(c *Cluster) (*strict, error) {
 	s.fake.ControlKey(int16(kmsg.AddOffsetsToTxn), s.addOffsetsToTxn)
 	s.fake.ControlKey(int16(kmsg.InitProducerID), s.initProducerID)
 	s.fake.ControlKey(int16(kmsg.Produce), s.produce)
+	s.fake.ControlKey(int16(kmsg.DescribeTransactions), s.describeTransactions)
 	return s, nil
 }
 
@@ -318,6 +320,63 @@ func (s *strict) describe(txid string) *kmsg.DescribeTransactionsResponseTransac
 		return nil
 	}
 	return &resp.TransactionStates[0]
+}
+
+// describeTransactions answers PrepareCommit / PrepareAbort for an id whose EndTxn was
+// answered while its markers are held, as a real coordinator does until the markers are
+// written (TransactionCoordinator completes the transaction only after WriteTxnMarkers);
+// kfake answers every other id.
+func (s *strict) describeTransactions(kreq kmsg.Request) (kmsg.Response, error, bool) {
+	s.fake.KeepControl()
+	req := kreq.(*kmsg.DescribeTransactionsRequest)
+	held := map[string]pendingTxn{}
+	var others []string
+	s.mu.Lock()
+	for _, id := range req.TransactionalIDs {
+		if p := s.pending[id]; p != nil && p.timer != nil {
+			held[id] = *p
+		} else {
+			others = append(others, id)
+		}
+	}
+	s.mu.Unlock()
+	if len(held) == 0 {
+		return nil, nil, false
+	}
+	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	if len(others) > 0 {
+		// None of these ids is held, so this control lets kfake answer them.
+		var err error
+		s.fake.SleepControl(func() {
+			own := kmsg.NewPtrDescribeTransactionsRequest()
+			own.TransactionalIDs = others
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var r *kmsg.DescribeTransactionsResponse
+			if r, err = own.RequestWith(ctx, s.c.internal); err == nil {
+				resp.TransactionStates = r.TransactionStates
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("kafkatest strict mode: describing transactions: %w", err), true
+		}
+	}
+	node := s.fake.CurrentNode()
+	for id, p := range held {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID = id
+		switch {
+		case s.fake.CoordinatorFor(id) != node:
+			st.ErrorCode = kerr.NotCoordinator.Code
+		case p.commit:
+			st.State = "PrepareCommit"
+		default:
+			st.State = "PrepareAbort"
+		}
+		st.ProducerID, st.ProducerEpoch, st.StartTimestamp = p.pid, p.epoch, -1
+		resp.TransactionStates = append(resp.TransactionStates, st)
+	}
+	return resp, nil, true
 }
 
 // release sends the real EndTxn for a transaction whose EndTxn was already

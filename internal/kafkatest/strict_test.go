@@ -72,8 +72,33 @@ func TestStrictMarkersAreAsynchronous(t *testing.T) {
 		t.Errorf("AddOffsetsToTxn while the marker is pending: %v %v, want CONCURRENT_TRANSACTIONS", err, resp)
 	}
 
+	// The coordinator says the transaction is completing, for this id only.
+	other2 := c.Client(t, kgo.TransactionalID("tx-other"), kgo.DefaultProduceTopic("t"))
+	if _, _, err := other2.ProducerID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	described, err := kadm.NewClient(cl).DescribeTransactions(ctx, "tx", "tx-other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := described["tx"]; d.State != "PrepareCommit" || d.ProducerID != pid {
+		t.Errorf("DescribeTransactions while the marker is pending: %+v, want PrepareCommit of producer %d", d, pid)
+	}
+	if d := described["tx-other"]; d.Err != nil || d.State != "Empty" {
+		t.Errorf("DescribeTransactions of another id: %+v, want kfake's Empty", d)
+	}
+
 	close(gate)
 	waitOffsets(t, cl, "t", 0, offsets{0, 4, 4})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		described, err := kadm.NewClient(cl).DescribeTransactions(ctx, "tx")
+		if err == nil && described["tx"].State == "Empty" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("DescribeTransactions after the marker landed: %+v %v, want the transaction complete", described["tx"], err)
+		}
+	}
 	if got := layout(readLog(t, cl, "t", 0)); got != "ttdC" {
 		t.Fatalf("log %q, want ttdC", got)
 	}
