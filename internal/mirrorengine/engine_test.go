@@ -153,9 +153,18 @@ func TestEngineMirrorPauseResumeStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	srcTopics, err := src.Admin(t).ListTopics(context.Background(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range d.Partitions {
 		if p.LastMirroredOffset != ends[p.Partition] {
 			t.Fatalf("partition %d: last mirrored offset %d, destination end %d", p.Partition, p.LastMirroredOffset, ends[p.Partition])
+		}
+		// Every partition copied data in the source leader's one epoch: the next start
+		// checks the source's lineage from it (a truncated source fails, KIP-320).
+		if want := srcTopics["orders"].Partitions[p.Partition].LeaderEpoch; p.LastMirroredEpoch != want {
+			t.Fatalf("partition %d: last mirrored epoch %d, the source leader epoch is %d", p.Partition, p.LastMirroredEpoch, want)
 		}
 		if o, _ := lso.Lookup("orders", p.Partition); o.Offset != ends[p.Partition] {
 			t.Fatalf("partition %d: last stable offset %d behind the end %d: the open transaction was not aborted", p.Partition, o.Offset, ends[p.Partition])
@@ -595,5 +604,44 @@ func TestEngineMirrorSecretsAndSyncOnlyUpdate(t *testing.T) {
 	got, _ := e.store.Mirror("m")
 	if got.Source.SASL == nil || got.Source.SASL.Password != "admin-secret" || !got.Sync.ACLs || got.Sync.Interval != time.Minute {
 		t.Fatalf("after a sync-only update: source %+v sync %+v", got.Source, got.Sync)
+	}
+}
+
+// A pause waits for the replayed transactions open on the destination to reach their source
+// markers, so a paused partition holds no transaction the destination's coordinator would
+// abort at an offset the source uses otherwise.
+func TestEnginePauseClosesReplayedTransactions(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "payments", 1, nil)
+	e := openEngine(t, dst)
+	createMirror(t, e, "a-to-b", src)
+	start(t, e, "a-to-b", "payments", "")
+	waitState(t, e, "a-to-b", "payments", 1, StateMirroring)
+
+	txn := manualProducer(t, src, kgo.TransactionalID("open-at-pause"))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, txn, records("payments", 0, 5, "open")...)
+	kafkatest.WaitIdentical(t, src, dst, "payments", waitIdentical)
+
+	ctx := context.Background()
+	topicCmd(t, e.PauseMirrorTopics, "a-to-b", "payments")
+	// The source transaction ends while the partition is PAUSING.
+	waitFor(t, "the partition to be PAUSING", func() bool {
+		d, err := e.DescribeMirrorTopic(ctx, "a-to-b", "payments")
+		return err == nil && len(d.Partitions) == 1 && d.Partitions[0].State == StatePausing
+	})
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, e, "a-to-b", "payments", 1, StatePaused)
+	kafkatest.WaitIdentical(t, src, dst, "payments", waitIdentical)
+	lso, err := dst.Admin(t).ListCommittedOffsets(ctx, "payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := lso.Lookup("payments", 0); o.Offset != endOffsets(t, dst, "payments")[0] {
+		t.Fatalf("paused with a replayed transaction open: last stable offset %d, end %d", o.Offset, endOffsets(t, dst, "payments")[0])
 	}
 }

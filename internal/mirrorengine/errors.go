@@ -24,6 +24,23 @@ func (e *OffsetMismatchError) Error() string {
 		e.Topic, e.Partition, e.Actual, e.Expected)
 }
 
+// LastEntryMismatchError means the destination's last entry differs from the source's at the
+// same offset: the source was rewritten below what was copied (an unclean leader election)
+// or the destination was written behind the mirror's back. Continuing would build on a
+// destination that is not a prefix of the source.
+type LastEntryMismatchError struct {
+	Topic       string
+	Partition   int32
+	Offset      int64
+	Source      string // what the source holds there
+	Destination string
+}
+
+func (e *LastEntryMismatchError) Error() string {
+	return fmt.Sprintf("destination %s[%d] offset %d holds a different %s than the source's %s at the same offset: the source was rewritten (an unclean leader election) or the destination was written by someone else; mirroring of this partition stopped (restart the topic with divergence = \"recreate\" to copy it again)",
+		e.Topic, e.Partition, e.Offset, e.Destination, e.Source)
+}
+
 // DestinationNotEmptyError is returned at a first start when the destination partition
 // already holds records: mirroring into it would interleave foreign data with the source's.
 type DestinationNotEmptyError struct {
@@ -168,10 +185,12 @@ func isFatal(err error) bool {
 		changed  *SourceChangedError
 		corrupt  *CorruptBatchError
 		aborted  *CoordinatorAbortError
+		last     *LastEntryMismatchError
 	)
 	return errors.As(err, &mismatch) || errors.As(err, &notEmpty) || errors.As(err, &ahead) ||
 		errors.As(err, &unknown) || errors.As(err, &count) || errors.As(err, &auth) || errors.As(err, &changed) ||
-		errors.As(err, &corrupt) || errors.As(err, &aborted) || errors.Is(err, errInvariant) || errors.Is(err, errUncopyable)
+		errors.As(err, &corrupt) || errors.As(err, &aborted) || errors.As(err, &last) ||
+		errors.Is(err, errInvariant) || errors.Is(err, errUncopyable)
 }
 
 var errInvariant = errors.New("mirror invariant broken")

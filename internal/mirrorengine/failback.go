@@ -100,16 +100,20 @@ func (e *CoordinatorAbortError) Error() string {
 }
 
 // checkLastEntry compares the destination's last entry with the source's at the same offset
-// when a session starts. Only the signature of a coordinator abort is a failure here: other
-// differences (a source compacted since) are the comparison at PREPARING's business.
+// when a session starts: a destination that no longer lines up (a coordinator abort, a source
+// rewritten by an unclean leader election, another writer) fails with the offset instead of
+// being written past. An offset compacted away on either side proves nothing.
 func (s *session) checkLastEntry(ctx context.Context, at int64) error {
 	dst, err := recordAt(ctx, s.m.dst, s.cfg.Topic, s.cfg.Partition, at)
-	if err != nil || dst.kind != kindAbort || dst.gap || dst.gone {
+	if err != nil || dst.gap || dst.gone {
 		return err
 	}
 	src, err := recordAt(ctx, s.m.src, s.cfg.Topic, s.cfg.Partition, at)
-	if err != nil || src.gap || src.gone || src.kind == kindAbort {
+	if err != nil || src.gap || src.gone || src.equal(dst) {
 		return err
 	}
-	return &CoordinatorAbortError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String()}
+	if dst.kind == kindAbort {
+		return &CoordinatorAbortError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String()}
+	}
+	return &LastEntryMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String(), Destination: dst.kind.String()}
 }

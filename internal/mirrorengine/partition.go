@@ -96,16 +96,22 @@ type PartitionMirror struct {
 	filler        rawBatch // the full-size filler batch, built once
 	fillerRecords int      // records in a full-size filler batch that fits the destination
 
-	// Idempotent batches sent without an answer (a timeout, a dropped connection) may still
-	// land. Only a resend with the same producer id, epoch and sequence is recognised as the
-	// same batch (ProducerStateManager keeps the last five per producer), so they outlive
-	// the session and the next one resends them before it trusts the destination end.
-	unacked []*inflight
-
 	// lastEpoch is the source leader epoch of the last batch copied, -1 if unknown: every
 	// session checks that the source log of that epoch still reaches the destination end.
 	lastEpoch atomic.Int32
+
+	// draining asks Run to return at the next point where no replayed transaction is open.
+	draining atomic.Bool
 }
+
+// errDrained ends a session that reached a point with no replayed transaction open while
+// draining.
+var errDrained = errors.New("no replayed transaction open")
+
+// Drain asks Run to return nil as soon as no replayed transaction is open on the
+// destination: a paused partition must not hold one open, since the destination's
+// coordinator aborts it after its timeout, at an offset the source uses otherwise.
+func (m *PartitionMirror) Drain() { m.draining.Store(true) }
 
 // NewPartitionMirror returns a mirror of cfg's partition from source to destination.
 func NewPartitionMirror(source, destination *kgo.Client, cfg PartitionConfig) *PartitionMirror {
@@ -163,7 +169,7 @@ func (m *PartitionMirror) Run(ctx context.Context) error {
 	backoff := initialBackoff
 	for {
 		progressed, err := m.session(ctx)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, errDrained) {
 			return nil
 		}
 		if isFatal(err) || !retriable(err) {
@@ -219,6 +225,16 @@ type session struct {
 	pending []*inflight
 }
 
+// txnOpen tells whether a replayed transaction is open on the destination.
+func (s *session) txnOpen() bool {
+	for _, t := range s.txns {
+		if t.open {
+			return true
+		}
+	}
+	return s.gap != nil && s.gap.open
+}
+
 // replayTxn is the destination transactional producer replaying one source producer's
 // transactions on this partition.
 type replayTxn struct {
@@ -243,7 +259,7 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 	defer func() {
 		// Never leave produces running into the next session: it reads the destination end.
 		for _, p := range s.pending {
-			s.settled(p, <-p.done)
+			<-p.done
 		}
 		m.mu.Lock()
 		m.ceiling = -1
@@ -256,7 +272,12 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 	start := s.next
 	m.cfg.FirstStart = false
 	for err == nil {
-		if err = ctx.Err(); err == nil {
+		switch {
+		case ctx.Err() != nil:
+			err = ctx.Err()
+		case m.draining.Load() && !s.txnOpen():
+			err = errDrained
+		default:
 			err = s.step(ctx)
 		}
 	}
@@ -306,16 +327,16 @@ func (s *session) prepare(ctx context.Context) error {
 		s.txnTimeout = max
 	}
 	// Transactions first: pending markers must land before the end offset means anything.
-	if err := s.recoverTxns(ctx); err != nil {
-		return err
-	}
-	kept, err := s.resendUnacked(ctx)
+	producers, err := s.recoverProducers(ctx)
 	if err != nil {
 		return err
 	}
 	began := time.Now()
 	dstStart, dstEnd, err := m.dst.offsets(ctx, cfg.Topic, cfg.Partition)
 	if err != nil {
+		return err
+	}
+	if err := s.checkProducersSettled(ctx, producers); err != nil {
 		return err
 	}
 	if cfg.FirstStart && dstEnd > 0 {
@@ -347,8 +368,9 @@ func (s *session) prepare(ctx context.Context) error {
 		*p = Progress{SourceLogStart: srcStart, SourceHighWatermark: srcEnd, DestinationEnd: dstEnd}
 		m.ceiling, m.ceilingSince = dstEnd, began
 	})
-	if !kept {
-		if s.idem, err = m.dst.initProducerID(ctx, nil, 0); err != nil {
+	if s.idem.id < 0 {
+		id := s.txnPrefix() + dataTxnSuffix
+		if s.idem, err = m.dst.initProducerID(ctx, &id, int32(s.txnTimeout.Milliseconds())); err != nil {
 			return err
 		}
 	}
@@ -380,16 +402,29 @@ func (s *session) txnPrefix() string {
 	return partitionTxnPrefix(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition)
 }
 
-const gapTxnSuffix = "gap"
+// The partition's destination transactional ids end in the source producer id of a replayed
+// transaction, in gapTxnSuffix (lone markers) or in dataTxnSuffix (plain data).
+const (
+	gapTxnSuffix  = "gap"
+	dataTxnSuffix = "data"
+)
 
-// recoverTxns adopts the destination transactions an earlier session left, so that an open
-// replayed transaction continues (re-initializing its id would abort it and write a marker
-// the source does not have).
-func (s *session) recoverTxns(ctx context.Context) error {
+// recoverProducers adopts the destination producers an earlier session left — of this
+// worker or of one that died — and returns the destination partition's producer state it
+// read. An open replayed transaction continues (re-initializing its id would abort it and
+// write a marker the source does not have). Plain data is written non-transactionally under
+// the producer id of the partition's data transactional id. While the destination partition
+// knows that producer, every session continues its epoch and sequence, so a batch an earlier
+// session sent without an answer (a timeout, a dropped connection, a killed worker) is
+// deduplicated against the same batch sent again, or rejected as out of sequence, whenever
+// it lands — never appended twice (ProducerStateManager). Otherwise the session bumps its
+// epoch (InitProducerId), and the partition rejects the old epoch once the new one landed.
+func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.DescribedProducer, error) {
+	s.idem = producerIdentity{id: -1}
 	adm := s.m.dst.adm
 	listed, err := adm.ListTransactions(ctx, nil, nil)
 	if err != nil {
-		return authErr("destination", "list transactions", err)
+		return nil, authErr("destination", "list transactions", err)
 	}
 	prefix := s.txnPrefix()
 	var ids []string
@@ -399,30 +434,28 @@ func (s *session) recoverTxns(ctx context.Context) error {
 		}
 	}
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
 	described, err := adm.DescribeTransactions(ctx, ids...)
 	if err != nil {
-		return authErr("destination", "describe transactions", err)
+		return nil, authErr("destination", "describe transactions", err)
 	}
-	producers, err := adm.DescribeProducers(ctx, kadm.TopicsSet{s.cfg.Topic: {s.cfg.Partition: {}}})
+	producers, err := s.describeProducers(ctx)
 	if err != nil {
-		return authErr("destination", "describe producers", err)
+		return nil, err
 	}
-	lastSeq := map[int64]kadm.DescribedProducer{}
-	producers.EachProducer(func(p kadm.DescribedProducer) { lastSeq[p.ProducerID] = p })
 	bumps, err := s.m.dst.bumpsEpochPerTxn(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	for _, d := range described {
 		if d.Err != nil {
-			return authErr("destination", "describe transaction "+d.TxnID, d.Err)
+			return nil, authErr("destination", "describe transaction "+d.TxnID, d.Err)
 		}
 		switch d.State {
 		case "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
-			return fmt.Errorf("transaction %s is completing (%s): %w", d.TxnID, d.State, kerr.ConcurrentTransactions)
+			return nil, fmt.Errorf("transaction %s is completing (%s): %w", d.TxnID, d.State, kerr.ConcurrentTransactions)
 		case "Dead":
 			continue
 		}
@@ -430,62 +463,65 @@ func (s *session) recoverTxns(ctx context.Context) error {
 		if _, ok := d.Topics[s.cfg.Topic][s.cfg.Partition]; ok && d.State == "Ongoing" {
 			t.open = true
 		}
-		if p, ok := lastSeq[d.ProducerID]; ok && p.ProducerEpoch == d.ProducerEpoch &&
-			(p.CurrentTxnStartOffset >= 0 || !bumps) {
+		p, known := producers[d.ProducerID]
+		known = known && p.ProducerEpoch == d.ProducerEpoch
+		switch suffix := strings.TrimPrefix(d.TxnID, prefix); suffix {
+		case gapTxnSuffix:
+			s.gap = t
+		case dataTxnSuffix:
+			// The data producer never ends a transaction: its sequence continues where
+			// the partition has it.
+			if known {
+				s.idem = t.producer
+				s.idem.sequence = nextSequence(p.LastSequence, 1)
+			}
+			continue
+		default:
+			pid, err := strconv.ParseInt(suffix, 10, 64)
+			if err != nil {
+				continue // not one of ours after all (a topic name sharing the prefix)
+			}
+			s.txns[pid] = t
+		}
+		if known && (p.CurrentTxnStartOffset >= 0 || !bumps) {
 			// The producer's sequence continues, unless its epoch was bumped at the last
 			// EndTxn (KIP-890) and it has written nothing on this partition since.
 			t.producer.sequence = nextSequence(p.LastSequence, 1)
 		}
-		suffix := strings.TrimPrefix(d.TxnID, prefix)
-		if suffix == gapTxnSuffix {
-			s.gap = t
-			continue
+	}
+	return producers, nil
+}
+
+func (s *session) describeProducers(ctx context.Context) (map[int64]kadm.DescribedProducer, error) {
+	described, err := s.m.dst.adm.DescribeProducers(ctx, kadm.TopicsSet{s.cfg.Topic: {s.cfg.Partition: {}}})
+	if err != nil {
+		return nil, authErr("destination", "describe producers", err)
+	}
+	producers := map[int64]kadm.DescribedProducer{}
+	described.EachProducer(func(p kadm.DescribedProducer) { producers[p.ProducerID] = p })
+	return producers, nil
+}
+
+// errProducersMoved: a batch an earlier session sent landed between reading the producers'
+// sequences and the destination end, so the two do not describe the same log.
+var errProducersMoved = fmt.Errorf("a batch of an earlier session landed while the session started: %w", kerr.OutOfOrderSequenceNumber)
+
+// checkProducersSettled reads the producer state again after the destination end: only if
+// nothing moved do the adopted sequences continue exactly at that end.
+func (s *session) checkProducersSettled(ctx context.Context, before map[int64]kadm.DescribedProducer) error {
+	if before == nil {
+		return nil
+	}
+	after, err := s.describeProducers(ctx)
+	if err != nil {
+		return err
+	}
+	for id, a := range after {
+		if b, ok := before[id]; !ok || b.ProducerEpoch != a.ProducerEpoch || b.LastSequence != a.LastSequence {
+			return errProducersMoved
 		}
-		pid, err := strconv.ParseInt(suffix, 10, 64)
-		if err != nil {
-			continue // not one of ours after all (a topic name sharing the prefix)
-		}
-		s.txns[pid] = t
 	}
 	return nil
-}
-
-// settled keeps an idempotent batch whose outcome is unknown for the next session. A broker's
-// answer, even an error, is an outcome: the batch was appended or it was not.
-func (s *session) settled(p *inflight, err error) {
-	var answered *kerr.Error
-	if err != nil && p.txnID == nil && !errors.As(err, &answered) && !isFatal(err) {
-		s.m.unacked = append(s.m.unacked, p)
-	}
-}
-
-// resendUnacked resends the batches an earlier session got no answer for, unchanged and in
-// order, and continues their producer id. A broker answers a batch that landed meanwhile with
-// its original offset; a sequence or producer error means it never landed and cannot any more
-// (its producer state is gone or a batch before it failed). kept is whether s.idem continues
-// the producer of a batch resent; otherwise the session needs a new producer id.
-func (s *session) resendUnacked(ctx context.Context) (kept bool, err error) {
-	m := s.m
-	for len(m.unacked) > 0 {
-		u := m.unacked[0]
-		base, err := m.dst.produce(ctx, s.dst.leader, s.cfg.Topic, s.dst.id, s.cfg.Partition, u.batch, nil, nil)
-		switch {
-		case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
-			errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
-			m.log.Info("an unanswered batch never landed", "offset", u.expected, "error", err)
-			m.unacked = nil
-			return kept, nil
-		case err != nil:
-			return false, err
-		case base != u.expected:
-			return false, &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: u.expected, Actual: base}
-		}
-		m.unacked = m.unacked[1:]
-		s.idem = rawBatch(u.batch).producer()
-		s.idem.sequence = nextSequence(s.idem.sequence, rawBatch(u.batch).recordCount())
-		kept = true
-	}
-	return kept, nil
 }
 
 // step copies what one fetch returns: the planner decides, the session writes.
@@ -759,7 +795,6 @@ func (s *session) awaitOldest() error {
 	// like any other error: the next one starts from the destination's end offset, which is
 	// the only position that is certain.
 	if err := <-p.done; err != nil {
-		s.settled(p, err)
 		return err
 	}
 	s.cfg.Observer.Mirrored(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition, p.end-p.expected, int64(len(p.batch)))

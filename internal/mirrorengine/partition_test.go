@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -571,11 +572,12 @@ func countRequests(c *kafkatest.Cluster, key kmsg.Key, match func(kmsg.Request) 
 	return &n
 }
 
-// sessionStarts counts mirror sessions on a destination: each starts with an idempotent
-// InitProducerID.
+// sessionStarts counts mirror sessions on a kfake destination: each initializes (bumps) the
+// partition's data producer, since kfake's DescribeProducers never lists it.
 func sessionStarts(dst *kafkatest.Cluster) *atomic.Int64 {
 	return countRequests(dst, kmsg.InitProducerID, func(req kmsg.Request) bool {
-		return req.(*kmsg.InitProducerIDRequest).TransactionalID == nil
+		id := req.(*kmsg.InitProducerIDRequest).TransactionalID
+		return id != nil && strings.HasSuffix(*id, "."+dataTxnSuffix)
 	})
 }
 
@@ -916,4 +918,38 @@ func TestSessionRetryBackoff(t *testing.T) {
 			t.Errorf("retryBackoff(%v, %v) = %v, %v; want %v, %v", tc.backoff, tc.progressed, now, next, tc.now, tc.next)
 		}
 	}
+}
+
+// A draining mirror returns by itself once no replayed transaction is open: while one is,
+// it keeps copying until the source's marker is on the destination.
+func TestMirrorDrainStopsAtTransactionBoundary(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "drain", 1, nil)
+	dst.CreateTopic(t, "drain", 1, nil)
+	txn := manualProducer(t, src, kgo.TransactionalID("drain-app"))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, txn, records("drain", 0, 5, "open")...)
+	m := NewPartitionMirror(src.Client(t), dst.Client(t), PartitionConfig{Mirror: "m1", Topic: "drain", FirstStart: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	kafkatest.WaitIdentical(t, src, dst, "drain", waitIdentical)
+
+	m.Drain()
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the mirror did not return after the transaction ended")
+	}
+	// It returned after copying the commit marker, not before.
+	kafkatest.WaitIdentical(t, src, dst, "drain", waitIdentical)
 }

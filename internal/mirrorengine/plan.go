@@ -3,6 +3,7 @@ package mirrorengine
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -105,7 +106,22 @@ func (p *planner) add(w write) {
 
 // fill covers [next, to), where the source has no record: filler below the pending log start,
 // lone abort markers from it on.
+//
+// Offsets below the pending log start were deleted at the source before they were copied,
+// and with them the markers of transactions replayed on the destination so far: those are
+// aborted first, inside the stretch that is deleted right after, so no transaction the
+// source ended stays open on the destination. A source transaction that goes on past the
+// log start is replayed anew from its next batch; what it wrote before is gone on both sides.
 func (p *planner) fill(to int64) {
+	if end := min(to, p.alignTo); p.next < end {
+		for _, pid := range slices.Sorted(maps.Keys(p.open)) {
+			if p.next == end {
+				break
+			}
+			delete(p.open, pid)
+			p.add(write{kind: writeEndTxn, n: 1, pid: pid})
+		}
+	}
 	if end := min(to, p.alignTo); p.next < end {
 		p.add(write{kind: writeFiller, n: end - p.next})
 	}

@@ -153,6 +153,22 @@ func TestPlanFetch(t *testing.T) {
 			want:    []string{"filler@0+100", "forward@100+10"},
 		},
 		{
+			name:    "the source log start past the markers of transactions open on the destination: aborted below it",
+			next:    10,
+			alignTo: 20,
+			open:    map[int64]bool{9: true, 7: true},
+			batches: []rawBatch{data(t, 20, 2)},
+			want:    []string{"end transaction abort@10+1", "end transaction abort@11+1", "filler@12+8", "forward@20+2"},
+		},
+		{
+			name:    "more transactions open than offsets below the source log start",
+			next:    10,
+			alignTo: 11,
+			open:    map[int64]bool{9: true, 7: true},
+			batches: []rawBatch{txnData(t, 11, 2, 9)},
+			want:    []string{"end transaction abort@10+1", "forward txn@11+2"},
+		},
+		{
 			name:    "a contiguous batch starting below the destination end",
 			next:    102,
 			batches: []rawBatch{data(t, 100, 10)},

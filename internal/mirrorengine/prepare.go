@@ -450,7 +450,7 @@ func (r *runner) stop(ctx context.Context) error {
 	rec, _ := e.store.Mirror(k.mirror)
 	tc, _ := e.store.TopicConfig(k.topic)
 	lm := LastMirrorRecord{
-		LastMirroredOffset: end, LastMirroredEpoch: -1,
+		LastMirroredOffset: end, LastMirroredEpoch: r.lastEpoch,
 		SourceClusterID: rec.SourceClusterID, SourceTopicID: tc.SourceTopicID, DestinationClusterID: e.dstID,
 	}
 	if err := e.store.PutLastMirror(ctx, k.mirror, k.topic, k.partition, lm); err != nil {

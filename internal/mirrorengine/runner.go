@@ -35,6 +35,10 @@ type runner struct {
 	mirrorEpoch int32
 	stopMirror  context.CancelFunc
 	mirrorDone  chan struct{}
+	// lastEpoch is the source leader epoch of the last batch this runner's mirrors copied,
+	// -1 if unknown: the next mirror checks the source's lineage from it, and STOPPING
+	// records it as the last mirrored epoch.
+	lastEpoch int32
 	// failingSince is when its sessions began to fail (zero while one runs), sessionErr
 	// the latest failure: a MIRRORING partition that cannot reach a cluster stays MIRRORING
 	// (its sessions retry at once), and these say it is stalled.
@@ -47,7 +51,8 @@ func newRunner(e *Engine, k partitionKey) *runner {
 	ctx, cancel := context.WithCancel(e.ctx)
 	r := &runner{
 		e: e, key: k, events: make(chan Event, 16), ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		log: e.log.With("mirror", k.mirror, "topic", k.topic, "partition", k.partition),
+		log:       e.log.With("mirror", k.mirror, "topic", k.topic, "partition", k.partition),
+		lastEpoch: -1,
 	}
 	if rec, ok := e.store.Partition(k.mirror, k.topic, k.partition); ok {
 		r.status = rec.Status
@@ -200,10 +205,11 @@ func (r *runner) perform(s Status, actions []Action) []Event {
 				out = append(out, r.outcome(err))
 			}
 		case ActionStopFetching:
-			r.stopFetching()
 			if s.State == StatePausing {
+				r.drainFetching()
 				out = append(out, Done{})
 			}
+			r.stopFetching()
 		case ActionStop:
 			r.stopFetching()
 			out = append(out, r.outcome(r.stop(r.ctx)))
@@ -260,6 +266,7 @@ func (r *runner) startFetching() error {
 		SourceClusterID: rec.SourceClusterID, SourceTopicID: tc.SourceTopicID, Observer: sessionWatch{r.e.cfg.Observer, r},
 		Source: func() (*kgo.Client, error) { return r.e.source(r.key.mirror) },
 	})
+	m.lastEpoch.Store(r.lastEpoch)
 	ctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan struct{})
 	epoch := r.Status().StateEpoch
@@ -330,33 +337,50 @@ func (f fetcherEvent) eventName() string { return "fetcher " + f.ev.eventName() 
 
 // permanentMirrorError is true for data path failures that retrying cannot fix and that
 // must wait for the operator: a foreign write, diverged logs, a deleted source topic, a
-// destination that no longer lines up with the source's batches, a corrupt source batch.
+// destination that no longer lines up with the source's batches, a corrupt source batch —
+// every fatal error but a missing ACL, which the partition retries until it is granted.
 func permanentMirrorError(err error) bool {
-	var (
-		mismatch *OffsetMismatchError
-		ahead    *DestinationAheadError
-		unknown  *UnknownTopicError
-		count    *PartitionCountMismatchError
-		notEmpty *DestinationNotEmptyError
-		changed  *SourceChangedError
-		corrupt  *CorruptBatchError
-		aborted  *CoordinatorAbortError
-	)
-	return errors.As(err, &mismatch) || errors.As(err, &ahead) || errors.As(err, &unknown) ||
-		errors.As(err, &count) || errors.As(err, &notEmpty) || errors.As(err, &changed) ||
-		errors.As(err, &corrupt) || errors.As(err, &aborted) || errors.Is(err, errInvariant) || errors.Is(err, errUncopyable)
+	var auth *AuthorizationError
+	return isFatal(err) && !errors.As(err, &auth)
+}
+
+// pauseDrainTimeout bounds how long PAUSING keeps copying so that the replayed transactions
+// open on the destination reach their source markers. A source transaction open for longer
+// stays open on the destination while paused; if the pause outlasts the destination's
+// transaction timeout, its coordinator aborts it and the resume fails naming the offset.
+const pauseDrainTimeout = 10 * time.Second
+
+// drainFetching lets the running partition mirror copy until no replayed transaction is
+// open, within pauseDrainTimeout.
+func (r *runner) drainFetching() {
+	r.mu.Lock()
+	m, done := r.mirror, r.mirrorDone
+	r.mu.Unlock()
+	if m == nil {
+		return
+	}
+	m.Drain()
+	select {
+	case <-done:
+	case <-time.After(pauseDrainTimeout):
+		r.log.Warn("pausing with a replayed transaction still open: its source transaction did not end within the drain timeout", "timeout", pauseDrainTimeout)
+	case <-r.ctx.Done():
+	}
 }
 
 // stopFetching stops the partition mirror, if running, and waits for it to finish its
 // in-flight produces.
 func (r *runner) stopFetching() {
 	r.mu.Lock()
-	stop, done := r.stopMirror, r.mirrorDone
+	m, stop, done := r.mirror, r.stopMirror, r.mirrorDone
 	r.mirror, r.stopMirror, r.mirrorDone = nil, nil, nil
 	r.mu.Unlock()
 	if stop != nil {
 		stop()
 		<-done
+		if epoch := m.LastMirroredEpoch(); epoch >= 0 {
+			r.lastEpoch = epoch
+		}
 	}
 	r.sessionEnded(nil) // no session runs, none fails
 }
