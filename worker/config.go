@@ -365,14 +365,26 @@ func readConfigFile(path string) (map[string]string, error) {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return out, nil // an empty file
 	}
-	if err := flattenYAML(path, "", doc.Content[0], out); err != nil {
+	aliases := maxYAMLAliases
+	if err := flattenYAML(path, "", doc.Content[0], out, &aliases); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func flattenYAML(path, prefix string, n *yaml.Node, out map[string]string) error {
+// maxYAMLAliases bounds how many aliases (*name) one file may follow: each is expanded
+// in full, so nested aliases grow a small file exponentially (a 740-byte file expands to
+// hundreds of millions of nodes). A configuration needs a handful.
+const maxYAMLAliases = 64
+
+// flattenYAML adds the settings under n to out; aliases counts down the aliases it may
+// still follow.
+func flattenYAML(path, prefix string, n *yaml.Node, out map[string]string, aliases *int) error {
 	if n.Kind == yaml.AliasNode {
+		if *aliases == 0 {
+			return cfgErr("config file %s, line %d: more than %d YAML aliases to expand; write the settings out instead", path, n.Line, maxYAMLAliases)
+		}
+		*aliases--
 		n = n.Alias
 	}
 	switch n.Kind {
@@ -383,7 +395,7 @@ func flattenYAML(path, prefix string, n *yaml.Node, out map[string]string) error
 			if prefix != "" {
 				key = prefix + "." + key
 			}
-			if err := flattenYAML(path, key, v, out); err != nil {
+			if err := flattenYAML(path, key, v, out, aliases); err != nil {
 				return err
 			}
 		}
