@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
 
 // describeBound is the worker's answer bound for a describe (3 s per cluster, asked at once)
@@ -91,5 +94,136 @@ func TestWorkerBlackhole(t *testing.T) {
 			return caughtUp(api.StateMirroring)(p) && len(p.Unreachable) == 0 && p.Error == ""
 		})
 		kafkatest.WaitIdentical(t, src, dst, "orders", 60*time.Second)
+	}
+}
+
+// commandBound is the worker's answer bound for a command while the destination does not
+// answer (mirrorengine.StoreCommandTimeout) with room for a loaded test machine.
+const commandBound = mirrorengine.StoreCommandTimeout + 5*time.Second
+
+// While the destination is blackholed, every command that would write __mirror_state
+// answers within its bound with COORDINATOR_NOT_AVAILABLE saying it did not take effect, and
+// indeed none did; once healed, the same commands work and the logs are identical.
+func TestWorkerCommandsDuringDestinationOutage(t *testing.T) {
+	t.Parallel()
+	src, dst := kafkatest.Pair(t)
+	for _, topic := range []string{"orders", "events", "later"} {
+		src.CreateTopic(t, topic, 1, nil)
+	}
+	prod := src.Client(t)
+	for _, topic := range []string{"orders", "events", "later"} {
+		produce(t, prod, topic, 0, 50)
+	}
+	dstProxy := kafkatest.NewProxy(t, dst)
+	w := startWorker(t, workerEnv(nil, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS="+strings.Join(dstProxy.Addrs(), ",")))
+	c, ctx := w.Client, ctxT(t)
+	for _, m := range []string{"m", "idle"} {
+		if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: m, Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := c.StartTopics(ctx, "m", []string{"orders", "events"}, ""); err != nil || res[0].Err() != nil || res[1].Err() != nil {
+		t.Fatalf("start: %+v, %v", res, err)
+	}
+	waitTopic(t, c, "m", "orders", "orders caught up", caughtUp(api.StateMirroring))
+	waitTopic(t, c, "m", "events", "events caught up", caughtUp(api.StateMirroring))
+
+	// No retries: each answer is the worker's own.
+	once, err := api.NewClient(api.ClientConfig{URL: w.URL, Token: testToken, RetryMax: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topicCmd := func(action, topic string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			res, err := once.TopicCommand(ctx, "m", action, api.TopicsRequest{Topics: []string{topic}})
+			if err == nil {
+				err = res[0].Err()
+			}
+			return err
+		}
+	}
+	commands := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"pause", topicCmd(api.ActionPause, "orders")},
+		{"stop", topicCmd(api.ActionStop, "events")},
+		{"start", topicCmd(api.ActionStart, "later")},
+		{"create", func(ctx context.Context) error {
+			_, err := once.CreateMirror(ctx, api.CreateMirrorRequest{Name: "m2", Source: api.SourceConnection{BootstrapServers: src.Addrs()}})
+			return err
+		}},
+		{"patch", func(ctx context.Context) error {
+			_, err := once.UpdateMirror(ctx, "m", api.UpdateMirrorRequest{Sync: &api.SyncSettings{Interval: "2m"}})
+			return err
+		}},
+		{"delete", func(ctx context.Context) error { return once.DeleteMirror(ctx, "idle") }},
+	}
+
+	// All at once, as Terraform sends them: commands run one at a time in the worker, and
+	// still each answers within the bound.
+	dstProxy.Blackhole()
+	produce(t, prod, "orders", 50, 50)
+	began := time.Now()
+	errs := make([]error, len(commands))
+	var wg sync.WaitGroup
+	for i, cmd := range commands {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmdCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			errs[i] = cmd.run(cmdCtx)
+			if took := time.Since(began); took > commandBound {
+				errs[i] = fmt.Errorf("answered after %v: %w", took, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	for i, cmd := range commands {
+		wantAPIError(t, cmd.name+" while the destination does not answer", errs[i], http.StatusServiceUnavailable, api.CodeCoordinatorNotAvailable)
+		if !strings.Contains(errs[i].Error(), "did not take effect") {
+			t.Errorf("%s: %v does not say the command did not take effect", cmd.name, errs[i])
+		}
+	}
+	dstProxy.Heal()
+	ctx = ctxT(t)
+
+	// Nothing took effect.
+	for _, topic := range []string{"orders", "events"} {
+		d := waitTopic(t, c, "m", topic, topic+" caught up after the outage", caughtUp(api.StateMirroring))
+		if d.DesiredState != api.DesiredMirroring {
+			t.Errorf("%s: desired state %s after refused commands", topic, d.DesiredState)
+		}
+	}
+	if _, err := c.GetTopic(ctx, "m", "later"); !api.IsCode(err, api.CodeTopicNotInClusterMirror) {
+		t.Errorf("later after a refused start: %v", err)
+	}
+	mirrors, err := c.ListMirrors(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range mirrors {
+		names = append(names, m.Name)
+		if m.Name == "m" && m.Sync.Interval != api.DefaultSyncInterval.String() {
+			t.Errorf("sync interval %s after a refused patch", m.Sync.Interval)
+		}
+	}
+	if !slices.Equal(names, []string{"idle", "m"}) {
+		t.Errorf("mirrors %v after a refused create and delete", names)
+	}
+
+	// The same commands work now.
+	for _, cmd := range commands {
+		if err := cmd.run(ctx); err != nil {
+			t.Fatalf("%s after the outage: %v", cmd.name, err)
+		}
+	}
+	waitTopic(t, c, "m", "orders", "orders PAUSED", inState(api.StatePaused))
+	waitTopic(t, c, "m", "events", "events STOPPED", inState(api.StateStopped))
+	waitTopic(t, c, "m", "later", "later caught up", caughtUp(api.StateMirroring))
+	for _, topic := range []string{"orders", "events", "later"} {
+		kafkatest.WaitIdentical(t, src, dst, topic, 60*time.Second)
 	}
 }
