@@ -4,16 +4,39 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
+
+// sourceTopic is a topic filledPair creates on the source with its first records.
+type sourceTopic struct {
+	name       string
+	partitions int32
+	records    int
+}
+
+// filledPair starts a source and a destination cluster with the topics on the source, and
+// returns a producer to the source.
+func filledPair(t *testing.T, topics ...sourceTopic) (src, dst *kafkatest.Cluster, prod *kgo.Client) {
+	t.Helper()
+	src, dst = kafkatest.Pair(t)
+	prod = src.Client(t)
+	for _, st := range topics {
+		src.CreateTopic(t, st.name, st.partitions, nil)
+		produce(t, prod, st.name, 0, st.records)
+	}
+	return src, dst, prod
+}
 
 // describeBound is the worker's answer bound for a describe (3 s per cluster, asked at once)
 // with room for a loaded test machine.
@@ -26,12 +49,7 @@ const describeBound = 5 * time.Second
 // catches up and the logs are identical, nobody acting.
 func TestWorkerBlackhole(t *testing.T) {
 	t.Parallel()
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "orders", 2, nil)
-	src.CreateTopic(t, "events", 1, nil)
-	prod := src.Client(t)
-	produce(t, prod, "orders", 0, 100)
-	produce(t, prod, "events", 0, 50)
+	src, dst, prod := filledPair(t, sourceTopic{"orders", 2, 100}, sourceTopic{"events", 1, 50})
 	srcProxy, dstProxy := kafkatest.NewProxy(t, src), kafkatest.NewProxy(t, dst)
 
 	w := startWorker(t, workerEnv(nil, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS="+strings.Join(dstProxy.Addrs(), ",")))
@@ -106,14 +124,7 @@ const commandBound = mirrorengine.StoreCommandTimeout + 5*time.Second
 // indeed none did; once healed, the same commands work and the logs are identical.
 func TestWorkerCommandsDuringDestinationOutage(t *testing.T) {
 	t.Parallel()
-	src, dst := kafkatest.Pair(t)
-	for _, topic := range []string{"orders", "events", "later"} {
-		src.CreateTopic(t, topic, 1, nil)
-	}
-	prod := src.Client(t)
-	for _, topic := range []string{"orders", "events", "later"} {
-		produce(t, prod, topic, 0, 50)
-	}
+	src, dst, prod := filledPair(t, sourceTopic{"orders", 1, 50}, sourceTopic{"events", 1, 50}, sourceTopic{"later", 1, 50})
 	dstProxy := kafkatest.NewProxy(t, dst)
 	w := startWorker(t, workerEnv(nil, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS="+strings.Join(dstProxy.Addrs(), ",")))
 	c, ctx := w.Client, ctxT(t)
@@ -224,6 +235,80 @@ func TestWorkerCommandsDuringDestinationOutage(t *testing.T) {
 	waitTopic(t, c, "m", "events", "events STOPPED", inState(api.StateStopped))
 	waitTopic(t, c, "m", "later", "later caught up", caughtUp(api.StateMirroring))
 	for _, topic := range []string{"orders", "events", "later"} {
+		kafkatest.WaitIdentical(t, src, dst, topic, 60*time.Second)
+	}
+}
+
+// A partition that cannot reach its source for longer than the stall threshold (2 s here,
+// KAFKAMIRROR_STALL_AFTER) says so in describe, in the CLI's table and in the metrics, and
+// stays MIRRORING; once the source answers again it catches up by itself and the logs are
+// identical.
+func TestWorkerStalledSource(t *testing.T) {
+	t.Parallel()
+	src, dst, prod := filledPair(t, sourceTopic{"orders", 1, 50}, sourceTopic{"events", 1, 50})
+	srcProxy := kafkatest.NewProxy(t, src)
+	w := startWorker(t, workerEnv(dst, "KAFKAMIRROR_STALL_AFTER=2s"))
+	c, ctx := w.Client, ctxT(t)
+	// "orders" comes through the proxy, "events" straight from the source.
+	for _, m := range []struct {
+		name  string
+		addrs []string
+		topic string
+	}{{"m", srcProxy.Addrs(), "orders"}, {"direct", src.Addrs(), "events"}} {
+		if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: m.name, Source: api.SourceConnection{BootstrapServers: m.addrs}}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.StartTopics(ctx, m.name, []string{m.topic}, ""); err != nil || res[0].Err() != nil {
+			t.Fatalf("start %s: %+v, %v", m.topic, res, err)
+		}
+		waitTopic(t, c, m.name, m.topic, m.topic+" caught up", caughtUp(api.StateMirroring))
+	}
+
+	srcProxy.Blackhole()
+	produce(t, prod, "orders", 50, 50)
+	produce(t, prod, "events", 50, 50)
+	var stalled api.Partition
+	waitFor(t, 2*time.Minute, "orders reported stalled", func() (bool, string) {
+		reqCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		d, err := c.GetTopic(reqCtx, "m", "orders")
+		if err != nil {
+			return false, err.Error()
+		}
+		stalled = d.Partitions[0]
+		return stalled.State == api.StateMirroring && strings.HasPrefix(stalled.Error, "stalled: source unreachable") &&
+			slices.Equal(stalled.Unreachable, []string{"source"}), fmt.Sprintf("%+v", stalled)
+	})
+	if stalled.SourceOffset != 50 || stalled.DestinationOffset != 50 {
+		t.Errorf("stalled partition: offsets %d/%d, want the last known 50/50", stalled.SourceOffset, stalled.DestinationOffset)
+	}
+	samples := scrape(t, w.URL)
+	if v, ok := metric(samples, "kafkamirror_stalled_partitions"); !ok || v != 1 {
+		t.Errorf("kafkamirror_stalled_partitions %v (present %v), want 1", v, ok)
+	}
+	if v, ok := metric(samples, "kafkamirror_partition_stalled_seconds", "mirror", "m", "topic", "orders", "partition", "0"); !ok || v < 2 {
+		t.Errorf("kafkamirror_partition_stalled_seconds of orders %v (present %v), want at least 2", v, ok)
+	}
+	if _, ok := metric(samples, "kafkamirror_partition_stalled_seconds", "mirror", "direct"); ok {
+		t.Error("the mirror whose source answers is reported stalled")
+	}
+	out, code := w.cli(t, "describe", "--mirror", "m")
+	row := regexp.MustCompile(`(?m)^m +orders +0 +50 +50 +0 +MIRRORING +source unreachable, its offset from \d+s ago; stalled: source unreachable, mirroring sessions failing for \d+s`)
+	if code != 0 || !row.MatchString(out) {
+		t.Errorf("describe (exit %d) does not show the stall:\n%s", code, out)
+	}
+	// The other mirror goes on meanwhile.
+	waitTopic(t, c, "direct", "events", "events caught up during the outage", caughtUp(api.StateMirroring))
+
+	srcProxy.Heal()
+	waitTopic(t, c, "m", "orders", "orders caught up after the source came back", func(p api.Partition) bool {
+		return caughtUp(api.StateMirroring)(p) && p.SourceOffset == 100 && p.Error == "" && len(p.Unreachable) == 0
+	})
+	waitFor(t, 30*time.Second, "no stalled partition in the metrics", func() (bool, string) {
+		v, _ := metric(scrape(t, w.URL), "kafkamirror_stalled_partitions")
+		return v == 0, fmt.Sprintf("kafkamirror_stalled_partitions %v", v)
+	})
+	for _, topic := range []string{"orders", "events"} {
 		kafkatest.WaitIdentical(t, src, dst, topic, 60*time.Second)
 	}
 }
