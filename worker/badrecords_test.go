@@ -11,6 +11,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/workertest"
 )
 
 // Garbage under a partition key and under a mirror key of __mirror_state, written while the
@@ -143,5 +144,89 @@ func TestWorkerBadStateRecords(t *testing.T) {
 	}
 	if v, _ := metric(scrape(t, w.URL), "kafkamirror_state_bad_records", "kind", "partition"); v != 0 {
 		t.Fatalf("kafkamirror_state_bad_records{kind=partition} = %v after the repair", v)
+	}
+}
+
+// Garbage under a topic's topicconfig key: the worker starts, reports the key, refuses
+// commands on that topic naming the repair, and every other mirror mirrors and obeys; once
+// the record is removed, starting the topic again continues it from its destination. A
+// readable partition record removed by force makes the partition prepare again, and it
+// continues from its destination too.
+func TestWorkerBadTopicConfigRecordAndForcedRemoval(t *testing.T) {
+	t.Parallel()
+	src, dst, prod := filledPair(t, sourceTopic{"orders", 1, 80}, sourceTopic{"payments", 2, 80})
+	w := startWorker(t, workerEnv(dst))
+	c, ctx := w.Client, ctxT(t)
+	for mirror, topic := range map[string]string{"a": "orders", "b": "payments"} {
+		if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: mirror, Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.StartTopics(ctx, mirror, []string{topic}, ""); err != nil || res[0].Err() != nil {
+			t.Fatalf("start %s: %+v, %v", topic, res, err)
+		}
+		waitTopic(t, c, mirror, topic, topic+" caught up", caughtUp(api.StateMirroring))
+	}
+	if code := w.Terminate(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	if err := dst.Client(t).ProduceSync(ctx, &kgo.Record{Topic: "__mirror_state", Key: []byte("topicconfig/orders"), Value: []byte(`{"v":1,"mirror.name":`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, prod, "orders", 80, 40)
+	produce(t, prod, "payments", 80, 40)
+
+	w = startWorker(t, workerEnv(dst))
+	c = w.Client
+	bad, err := c.BadStateRecords(ctx)
+	if err != nil || len(bad) != 1 || bad[0].Key != "topicconfig/orders" || bad[0].Kind != "topicconfig" || bad[0].Topic != "orders" ||
+		!strings.Contains(bad[0].Problem, "topicconfig/orders") || !strings.Contains(w.Stderr.String(), "topicconfig/orders") {
+		t.Fatalf("bad records %+v, %v", bad, err)
+	}
+	if v, ok := metric(scrape(t, w.URL), "kafkamirror_state_bad_records", "kind", "topicconfig"); !ok || v != 1 {
+		t.Errorf("kafkamirror_state_bad_records{kind=topicconfig} = %v (present %v), want 1", v, ok)
+	}
+	_, err = c.GetTopic(ctx, "a", "orders")
+	wantAPIError(t, "describe orders", err, 409, api.CodeMirrorStateRecordUnreadable)
+	if !strings.Contains(err.Error(), "kafkamirror-worker state remove topicconfig/orders") {
+		t.Errorf("describe orders: %v does not name the repair", err)
+	}
+	if res, err := c.PauseTopics(ctx, "a", []string{"orders"}); err != nil || res[0].ErrorCode != api.CodeMirrorStateRecordUnreadable {
+		t.Fatalf("pause orders: %+v, %v", res, err)
+	}
+	// The other mirror mirrors and obeys.
+	waitTopic(t, c, "b", "payments", "payments caught up", caughtUp(api.StateMirroring))
+	for _, cmd := range []struct {
+		action, state string
+	}{{api.ActionPause, api.StatePaused}, {api.ActionResume, api.StateMirroring}} {
+		if res, err := c.TopicCommand(ctx, "b", cmd.action, api.TopicsRequest{Topics: []string{"payments"}}); err != nil || res[0].Err() != nil {
+			t.Fatalf("%s payments: %+v, %v", cmd.action, res, err)
+		}
+		waitTopic(t, c, "b", "payments", "payments "+cmd.state, inState(cmd.state))
+	}
+
+	// The repair: remove the record, start the topic again.
+	if out, code := w.cli(t, "state", "remove", "--key", "topicconfig/orders"); code != 0 {
+		t.Fatalf("state remove (exit %d):\n%s", code, out)
+	}
+	if res, err := c.StartTopics(ctx, "a", []string{"orders"}, ""); err != nil || res[0].Err() != nil {
+		t.Fatalf("start orders after the repair: %+v, %v", res, err)
+	}
+	waitTopic(t, c, "a", "orders", "orders caught up after the repair", caughtUp(api.StateMirroring))
+	kafkatest.WaitIdentical(t, src, dst, "orders", 60*time.Second)
+	if bad, err := c.BadStateRecords(ctx); err != nil || len(bad) != 0 {
+		t.Fatalf("bad records after the repair: %+v, %v", bad, err)
+	}
+
+	// Forced removal of a readable partition record.
+	if out, code := w.cli(t, "state", "remove", "--key", "partition/b/payments/1", "--force"); code != 0 {
+		t.Fatalf("state remove --force (exit %d):\n%s", code, out)
+	}
+	produce(t, prod, "payments", 120, 40)
+	waitTopic(t, c, "b", "payments", "payments caught up after the forced removal", func(p api.Partition) bool {
+		return caughtUp(api.StateMirroring)(p) && p.Error == ""
+	})
+	kafkatest.WaitIdentical(t, src, dst, "payments", 60*time.Second)
+	if log := w.Stderr.String(); !strings.Contains(log, "partition/b/payments/1") || strings.Contains(log, "recreating the diverged destination topic") {
+		t.Fatalf("the log does not name the removed record, or a destination topic was recreated:\n%s", workertest.Tail(log, 3000))
 	}
 }

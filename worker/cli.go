@@ -164,7 +164,7 @@ func describeCommand(args []string, stdout, stderr io.Writer, getenv func(string
 		if *failed {
 			fmt.Fprintln(tw, "MIRROR\tTOPIC\tPARTITION\tRETRY\tERROR")
 		} else {
-			fmt.Fprintln(tw, "MIRROR\tTOPIC\tPARTITION\tSOURCE-OFFSET\tDESTINATION-OFFSET\tLAG\tSTATE")
+			fmt.Fprintln(tw, "MIRROR\tTOPIC\tPARTITION\tSOURCE-OFFSET\tDESTINATION-OFFSET\tLAG\tSTATE\tNOTE")
 		}
 		for _, t := range topics {
 			for _, p := range t.Partitions {
@@ -176,11 +176,35 @@ func describeCommand(args []string, stdout, stderr io.Writer, getenv func(string
 				if p.SourceOffset >= 0 && p.DestinationOffset >= 0 {
 					lag = strconv.FormatInt(p.Lag, 10)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.Mirror, t.Topic, p.Partition, offsetText(p.SourceOffset), offsetText(p.DestinationOffset), lag, p.State)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.Mirror, t.Topic, p.Partition, offsetText(p.SourceOffset), offsetText(p.DestinationOffset), lag, p.State, partitionNote(p, time.Now()))
 			}
 		}
 		return tw.Flush()
 	})
+}
+
+// partitionNote is what a describe row adds to its numbers: the clusters that did not answer,
+// with the age of the offsets shown for them, and the partition's error (a FAILED or stalled
+// partition's reason). Empty when there is nothing to add.
+func partitionNote(p api.Partition, now time.Time) string {
+	var notes []string
+	for _, side := range []struct {
+		name string
+		at   time.Time
+	}{{"source", p.SourceOffsetAt}, {"destination", p.DestinationOffsetAt}} {
+		if !slices.Contains(p.Unreachable, side.name) {
+			continue
+		}
+		if side.at.IsZero() {
+			notes = append(notes, side.name+" unreachable, its offset never read")
+		} else {
+			notes = append(notes, fmt.Sprintf("%s unreachable, its offset from %v ago", side.name, now.Sub(side.at).Round(time.Second)))
+		}
+	}
+	if p.Error != "" {
+		notes = append(notes, oneLine(p.Error))
+	}
+	return strings.Join(notes, "; ")
 }
 
 // describeTopics describes every topic of one mirror, or of all mirrors.

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 )
 
 // TestCLIOutputHasNoSecrets runs the help, usage and error paths of every subcommand with
@@ -182,5 +185,24 @@ func TestReadMirrorConfig(t *testing.T) {
 				t.Fatalf("got %s, %q, %v\nwant %s, %q", got, id, err, tc.want, tc.wantID)
 			}
 		})
+	}
+}
+
+func TestPartitionNote(t *testing.T) {
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		p    api.Partition
+		want string
+	}{
+		{"both answered", api.Partition{SourceOffsetAt: now, DestinationOffsetAt: now}, ""},
+		{"source stale and stalled", api.Partition{SourceOffsetAt: now.Add(-41 * time.Second), DestinationOffsetAt: now, Unreachable: []string{"source"},
+			Error: "stalled: source unreachable,\nmirroring sessions failing for 38s"},
+			"source unreachable, its offset from 41s ago; stalled: source unreachable, mirroring sessions failing for 38s"},
+		{"destination never read", api.Partition{SourceOffsetAt: now, Unreachable: []string{"destination"}}, "destination unreachable, its offset never read"},
+	} {
+		if got := partitionNote(c.p, now); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
 	}
 }

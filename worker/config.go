@@ -45,7 +45,10 @@ type Config struct {
 	SecretKey string
 	State     StateConfig
 	Retry     RetryConfig
-	Log       LogConfig
+	// StallAfter is how long a MIRRORING partition's data path sessions may fail before
+	// describe and metrics report it stalled.
+	StallAfter time.Duration
+	Log        LogConfig
 }
 
 // DestinationConfig is the connection to the destination cluster.
@@ -109,6 +112,9 @@ type LogConfig struct {
 var (
 	initialBackoffRange = api.DurationRange{Min: 10 * time.Millisecond, Max: time.Hour}
 	maxBackoffRange     = api.DurationRange{Min: 100 * time.Millisecond, Max: 24 * time.Hour}
+	// Below a second every blip of a cluster reads as a stall; above an hour a partition
+	// that copies nothing goes unreported for too long.
+	stallAfterRange = api.DurationRange{Min: time.Second, Max: time.Hour}
 )
 
 // minTokenLen is the shortest API token the worker accepts: a guessable token is no
@@ -121,8 +127,9 @@ func defaultConfig() Config {
 		State: StateConfig{Topic: "__mirror_state", Partitions: 1, ReplicationFactor: -1},
 		// The KIP's defaults: mirror.failed.retry.initial.backoff.ms 100,
 		// .max.backoff.ms 300000, .max.attempts 20.
-		Retry: RetryConfig{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Minute, MaxAttempts: 20},
-		Log:   LogConfig{Format: "json", Level: "info"},
+		Retry:      RetryConfig{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Minute, MaxAttempts: 20},
+		StallAfter: mirrorengine.DefaultStallAfter,
+		Log:        LogConfig{Format: "json", Level: "info"},
 	}
 }
 
@@ -250,6 +257,8 @@ var settings = []*setting{
 		set: duration(maxBackoffRange, func(c *Config) *time.Duration { return &c.Retry.MaxBackoff })},
 	{key: "retry.max_attempts", usage: "automatic retries before a failure waits for the operator (default 20; 0 disables)",
 		set: integer(16, func(c *Config, n int64) { c.Retry.MaxAttempts = int16(n) })},
+	{key: "stall_after", usage: fmt.Sprintf("how long a MIRRORING partition's data path may fail to reach a cluster before describe and metrics report it stalled, %s (default %v)", stallAfterRange, mirrorengine.DefaultStallAfter),
+		set: duration(stallAfterRange, func(c *Config) *time.Duration { return &c.StallAfter })},
 	{key: "log.format", usage: "log format: json or text (default json)",
 		set: str(func(c *Config) *string { return &c.Log.Format })},
 	{key: "log.level", usage: "log level: debug, info, warn or error (default info)",
@@ -365,14 +374,26 @@ func readConfigFile(path string) (map[string]string, error) {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return out, nil // an empty file
 	}
-	if err := flattenYAML(path, "", doc.Content[0], out); err != nil {
+	aliases := maxYAMLAliases
+	if err := flattenYAML(path, "", doc.Content[0], out, &aliases); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func flattenYAML(path, prefix string, n *yaml.Node, out map[string]string) error {
+// maxYAMLAliases bounds how many aliases (*name) one file may follow: each is expanded
+// in full, so nested aliases grow a small file exponentially (a 740-byte file expands to
+// hundreds of millions of nodes). A configuration needs a handful.
+const maxYAMLAliases = 64
+
+// flattenYAML adds the settings under n to out; aliases counts down the aliases it may
+// still follow.
+func flattenYAML(path, prefix string, n *yaml.Node, out map[string]string, aliases *int) error {
 	if n.Kind == yaml.AliasNode {
+		if *aliases == 0 {
+			return cfgErr("config file %s, line %d: more than %d YAML aliases to expand; write the settings out instead", path, n.Line, maxYAMLAliases)
+		}
+		*aliases--
 		n = n.Alias
 	}
 	switch n.Kind {
@@ -383,7 +404,7 @@ func flattenYAML(path, prefix string, n *yaml.Node, out map[string]string) error
 			if prefix != "" {
 				key = prefix + "." + key
 			}
-			if err := flattenYAML(path, key, v, out); err != nil {
+			if err := flattenYAML(path, key, v, out, aliases); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -159,6 +160,7 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 	}
 	badFile := writeFile(t, "bad.yaml", "api:\n  listen: 127.0.0.1:1\n  tokn: x\n")
 	fastFile := writeFile(t, "fast.yaml", "retry:\n  max_backoff: 1ms\n")
+	laughsFile := writeFile(t, "laughs.yaml", nestedAliases(9))
 	cases := []struct {
 		name    string
 		args    []string
@@ -220,6 +222,7 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 		{"state partitions not a number", nil, with("KAFKAMIRROR_STATE_PARTITIONS", "many"), []string{"KAFKAMIRROR_STATE_PARTITIONS", "not an integer"}, ""},
 		{"bad state topic", []string{"--state-topic", "a/b"}, ok, []string{"state.topic", `"a/b"`}, ""},
 		{"unknown file key", []string{"--config", badFile}, ok, []string{badFile, "line 3", `unknown setting "api.tokn"`}, ""},
+		{"nested aliases", []string{"--config", laughsFile}, ok, []string{laughsFile, "more than 64 YAML aliases"}, ""},
 		{"missing file", nil, with("KAFKAMIRROR_CONFIG", "/nonexistent/worker.yaml"), []string{"KAFKAMIRROR_CONFIG", "/nonexistent/worker.yaml"}, ""},
 	}
 	for _, c := range cases {
@@ -240,6 +243,36 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 				t.Errorf("message %q echoes a secret", err)
 			}
 		})
+	}
+}
+
+// nestedAliases is a YAML "billion laughs" of the given depth: every level names the one
+// below nine times, so following its aliases visits 9^depth mappings.
+func nestedAliases(depth int) string {
+	var b strings.Builder
+	b.WriteString("l0: &l0 {}\n")
+	for i := 1; i <= depth; i++ {
+		fmt.Fprintf(&b, "l%d: &l%d {", i, i)
+		for j, k := range "abcdefghi" {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%c: *l%d", k, i-1)
+		}
+		b.WriteString("}\n")
+	}
+	return b.String()
+}
+
+// A few aliases are YAML's way to share a block; they stay allowed.
+func TestConfigAliasesWithinTheBound(t *testing.T) {
+	file := writeFile(t, "shared.yaml", "destination: &d {bootstrap_servers: [h:1]}\nretry: {initial_backoff: &b 2s, max_backoff: *b}\n")
+	cfg, err := load(t, []string{"--config", file}, map[string]string{"KAFKAMIRROR_API_TOKEN": "token-0123456789"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Retry.MaxBackoff != 2*time.Second {
+		t.Errorf("retry.max_backoff %v, want the aliased 2s", cfg.Retry.MaxBackoff)
 	}
 }
 

@@ -252,9 +252,10 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 				Topic: cfg.State.Topic, Partitions: cfg.State.Partitions, ReplicationFactor: cfg.State.ReplicationFactor,
 				Sealer: sealer, Logger: log,
 			},
-			Retry:    mirrorengine.RetryPolicy{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, MaxAttempts: cfg.Retry.MaxAttempts},
-			Logger:   log,
-			Observer: m,
+			Retry:      mirrorengine.RetryPolicy{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, MaxAttempts: cfg.Retry.MaxAttempts},
+			StallAfter: cfg.StallAfter,
+			Logger:     log,
+			Observer:   m,
 		}, slot, log)
 		if e != nil {
 			slot.set(e)

@@ -228,9 +228,11 @@ func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // commandContext detaches a command from the request: a client that gives up (a timeout, a
-// dropped connection) must not abort a multi-topic command half-way through.
+// dropped connection) must not abort a multi-topic command half-way through. It notes the
+// command's arrival, before it queues behind others (mirrorengine.CommandArrived).
 func commandContext(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(r.Context()), commandTimeout)
+	ctx := mirrorengine.CommandArrived(context.WithoutCancel(r.Context()), time.Now())
+	return context.WithTimeout(ctx, commandTimeout)
 }
 
 func (s *server) createMirror(w http.ResponseWriter, r *http.Request, e engineAPI) error {

@@ -125,7 +125,7 @@ func TestWorkerLifecycle(t *testing.T) {
 		t.Fatalf("describe exit code %d", code)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || strings.Join(strings.Fields(lines[0]), " ") != "MIRROR TOPIC PARTITION SOURCE-OFFSET DESTINATION-OFFSET LAG STATE" {
+	if len(lines) != 4 || strings.Join(strings.Fields(lines[0]), " ") != "MIRROR TOPIC PARTITION SOURCE-OFFSET DESTINATION-OFFSET LAG STATE NOTE" {
 		t.Fatalf("describe output:\n%s", out)
 	}
 	row := regexp.MustCompile(`^m1 orders [0-2] (\d+) (\d+) 0 MIRRORING$`)
@@ -567,6 +567,7 @@ func TestWorkerNeverRevealsSecrets(t *testing.T) {
 		{"update", "PATCH", "/v1/mirrors/sec", string(updated)},
 		{"topic", "GET", "/v1/mirrors/sec/topics/payments", ""},
 		{"source topics", "GET", "/v1/mirrors/sec/source-topics", ""},
+		{"state record", "GET", "/v1/state/records/mirror/sec", ""},
 		{"create with a wrong password", "POST", "/v1/mirrors", string(wrongBody)},
 		{"metrics", "GET", "/metrics", ""},
 	} {
@@ -574,9 +575,15 @@ func TestWorkerNeverRevealsSecrets(t *testing.T) {
 		st, answers[r.name] = w.raw(t, r.method, r.path, testToken, r.body)
 		t.Logf("%s: %d %s", r.name, st, workertest.Tail(string(answers[r.name]), 400))
 	}
-	for _, args := range [][]string{{"list", "--json"}, {"describe", "--json"}, {"describe"}} {
+	for _, args := range [][]string{{"list", "--json"}, {"describe", "--json"}, {"describe"}, {"state", "show", "--key", "mirror/sec"}} {
 		out, _ := w.cli(t, args...)
 		answers[strings.Join(args, " ")] = []byte(out)
+	}
+	// The repair path shows the stored mirror record with its sealed password redacted too.
+	for _, name := range []string{"state record", "state show --key mirror/sec"} {
+		if a := string(answers[name]); !regexp.MustCompile(`"password":\s*"\[redacted\]"`).MatchString(a) || strings.Contains(a, "enc:v1:") {
+			t.Errorf("%s shows the mirror record without redacting its password: %s", name, a)
+		}
 	}
 	for name, a := range answers {
 		for _, secret := range []string{password, wrongPass, secretKey} {
@@ -584,7 +591,7 @@ func TestWorkerNeverRevealsSecrets(t *testing.T) {
 				t.Errorf("%s answer reveals a secret: %s", name, a)
 			}
 		}
-		if strings.Contains(string(a), `"password"`) {
+		if redacted := name == "state record" || strings.HasPrefix(name, "state show"); !redacted && strings.Contains(string(a), `"password"`) {
 			t.Errorf("%s answer has a password field: %s", name, a)
 		}
 	}

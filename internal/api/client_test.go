@@ -333,6 +333,8 @@ func TestStatusFor(t *testing.T) {
 		CodeSourceClusterUnreachable:    502,
 		CodeClusterAuthorizationFailed:  502,
 		CodeCoordinatorLoadInProgress:   503,
+		CodeCoordinatorNotAvailable:     503,
+		CodeRequestTimedOut:             504,
 		CodeUnknownServerError:          500,
 		"SOMETHING_NEW":                 500,
 	} {

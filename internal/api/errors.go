@@ -9,7 +9,9 @@ import (
 
 // The error codes of the API: the KIP-1279 (and Kafka) error names the engine uses, plus the
 // few the worker adds (AUTHENTICATION_FAILED, COORDINATOR_LOAD_IN_PROGRESS,
-// MIRROR_TOPIC_OWNER_MISMATCH, and the __mirror_state record codes).
+// MIRROR_TOPIC_OWNER_MISMATCH, and the __mirror_state record codes). A command that cannot
+// reach __mirror_state answers with Kafka's names for a coordinator that cannot write its log
+// (COORDINATOR_NOT_AVAILABLE) and for a write that timed out (REQUEST_TIMED_OUT).
 const (
 	CodeUnknownClusterMirror        = "UNKNOWN_CLUSTER_MIRROR"
 	CodeClusterMirrorAlreadyExists  = "CLUSTER_MIRROR_ALREADY_EXISTS"
@@ -44,6 +46,15 @@ const (
 	CodeMirrorStateRecordUnreadable = "MIRROR_STATE_RECORD_UNREADABLE"
 	// CodeUnknownMirrorStateRecord: no __mirror_state record has the key (404).
 	CodeUnknownMirrorStateRecord = "UNKNOWN_MIRROR_STATE_RECORD"
+	// CodeCoordinatorNotAvailable: the destination cluster did not answer for __mirror_state
+	// within the command bound (10 s), so the command recorded nothing and did not take
+	// effect (503). Clients retry it.
+	CodeCoordinatorNotAvailable = "COORDINATOR_NOT_AVAILABLE"
+	// CodeRequestTimedOut: the destination cluster did not acknowledge a command's
+	// __mirror_state record within the command bound, so the command may or may not have
+	// taken effect (504). Clients retry it; a retry of a command that did take effect answers
+	// as a repeat would.
+	CodeRequestTimedOut = "REQUEST_TIMED_OUT"
 )
 
 // StatusFor is the HTTP status the worker answers an error code with. It is part of the
@@ -68,8 +79,10 @@ func StatusFor(code string) int {
 		// the caller. CLUSTER_AUTHORIZATION_FAILED is the worker's own principal lacking a
 		// right on a cluster; a 403 would wrongly blame the API caller.
 		return http.StatusBadGateway
-	case CodeCoordinatorLoadInProgress:
+	case CodeCoordinatorLoadInProgress, CodeCoordinatorNotAvailable:
 		return http.StatusServiceUnavailable
+	case CodeRequestTimedOut:
+		return http.StatusGatewayTimeout
 	}
 	if strings.HasPrefix(code, "INVALID_") {
 		return http.StatusBadRequest

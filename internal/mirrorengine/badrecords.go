@@ -91,8 +91,10 @@ func (e *Engine) RemoveStateRecord(ctx context.Context, key string, force bool) 
 	case r.Problem == "" && (k.kind == kindMirror || k.kind == kindTopicConfig):
 		return cmdErr(CodeInvalidRequest, "__mirror_state record %q is readable: delete the mirror or stop the topic instead", key)
 	}
-	if err := e.store.DeleteKey(ctx, key); err != nil {
-		return cmdErr(CodeUnknownServerError, "removing __mirror_state record %q: %v", key, err)
+	if cerr := e.record(ctx, fmt.Sprintf("removing __mirror_state record %q", key), func(ctx context.Context) error {
+		return e.store.DeleteKey(ctx, key)
+	}); cerr != nil {
+		return cerr
 	}
 	e.log.Warn("__mirror_state record removed by the operator", "key", key, "problem", r.Problem, "forced", r.Problem == "")
 	if k.kind == kindPartition {

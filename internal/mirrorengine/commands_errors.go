@@ -26,6 +26,12 @@ const (
 	CodeClusterAuthorizationFailed  ErrorCode = "CLUSTER_AUTHORIZATION_FAILED"
 	CodeUnknownServerError          ErrorCode = "UNKNOWN_SERVER_ERROR"
 	CodeUnsupportedVersion          ErrorCode = "UNSUPPORTED_VERSION"
+	// The destination did not answer for __mirror_state (the KIP's coordinator topic), so a
+	// command recorded nothing: Kafka's answer when a coordinator cannot write its log.
+	CodeCoordinatorNotAvailable ErrorCode = "COORDINATOR_NOT_AVAILABLE"
+	// A command's record was sent but not acknowledged in time, so it may or may not have
+	// taken effect: Kafka's answer to a produce that timed out.
+	CodeRequestTimedOut ErrorCode = "REQUEST_TIMED_OUT"
 )
 
 // CommandError is a command's refusal or failure: a KIP error name and what went wrong.

@@ -57,6 +57,10 @@ type Engine struct {
 	sources map[string]*kgo.Client // by mirror name
 	runners map[partitionKey]*runner
 	syncers map[string]*syncer // by mirror name
+	// storeDown is why the destination did not answer a command's check of __mirror_state
+	// at storeDownAt; empty when it answered.
+	storeDown   string
+	storeDownAt time.Time
 }
 
 type partitionKey struct {
@@ -335,14 +339,105 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 
 // putMirror records a mirror; a secret without a key to seal it is the caller's mistake.
 func (e *Engine) putMirror(ctx context.Context, m MirrorRecord) error {
-	err := e.store.PutMirror(ctx, m)
+	var noKey error
+	cerr := e.record(ctx, "recording the mirror", func(ctx context.Context) error {
+		err := e.store.PutMirror(ctx, m)
+		if errors.Is(err, ErrNoSecretKey) {
+			noKey = err
+			return nil
+		}
+		return err
+	})
 	switch {
-	case errors.Is(err, ErrNoSecretKey):
-		return cmdErr(CodeInvalidClusterMirrorConfig, "%v", err)
-	case err != nil:
-		return cmdErr(CodeUnknownServerError, "recording the mirror: %v", err)
+	case noKey != nil:
+		return cmdErr(CodeInvalidClusterMirrorConfig, "%v", noKey)
+	case cerr != nil:
+		return cerr
 	}
 	return nil
+}
+
+// StoreCommandTimeout bounds how long a command waits for the destination cluster to record
+// a change in __mirror_state: during a destination outage a command answers within it,
+// saying whether it took effect, instead of waiting for the cluster to come back.
+const StoreCommandTimeout = 10 * time.Second
+
+// record runs a command's write of __mirror_state within StoreCommandTimeout. It first asks
+// the destination for the store's offsets: when that gets no answer, nothing is written and
+// the command certainly did not take effect (COORDINATOR_NOT_AVAILABLE). A write sent but
+// not acknowledged in time may still be appended (REQUEST_TIMED_OUT): the store applies it
+// if it is, as a reload would.
+func (e *Engine) record(ctx context.Context, what string, write func(context.Context) error) *CommandError {
+	ctx, cancel := context.WithTimeout(ctx, StoreCommandTimeout)
+	defer cancel()
+	if cerr := e.storeAnswers(ctx, what); cerr != nil {
+		return cerr
+	}
+	err := write(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errWriteUnacknowledged):
+		return cmdErr(CodeRequestTimedOut, "%s: the destination cluster did not acknowledge the %s record within %v, so the command may or may not have taken effect: "+
+			"it did if the destination appended the record, which describe shows once the destination answers again",
+			what, e.store.cfg.Topic, StoreCommandTimeout)
+	case ctx.Err() != nil:
+		// kgo fails an idempotent record on its context only when it was never sent.
+		return cmdErr(CodeCoordinatorNotAvailable, "%s: the destination cluster did not take the %s record within %v, so the command did not take effect; send it again once the destination answers: %v",
+			what, e.store.cfg.Topic, StoreCommandTimeout, err)
+	}
+	return cmdErr(CodeUnknownServerError, "%s: %v", what, err)
+}
+
+type arrivalKey struct{}
+
+// CommandArrived notes in a command's context when the command arrived. Commands run one at
+// a time, so during a destination outage each would wait StoreCommandTimeout behind the
+// others; one that arrived before a check found the destination not answering gets that
+// answer at once instead.
+func CommandArrived(ctx context.Context, at time.Time) context.Context {
+	return context.WithValue(ctx, arrivalKey{}, at)
+}
+
+// storeAnswers checks that the destination answers for __mirror_state before a command
+// changes anything, within ctx or StoreCommandTimeout.
+func (e *Engine) storeAnswers(ctx context.Context, what string) *CommandError {
+	e.mu.Lock()
+	down, downAt := e.storeDown, e.storeDownAt
+	e.mu.Unlock()
+	arrived, ok := ctx.Value(arrivalKey{}).(time.Time)
+	if down == "" || !ok || !arrived.Before(downAt) {
+		ctx, cancel := context.WithTimeout(ctx, StoreCommandTimeout)
+		err := e.store.Ping(ctx)
+		cancel()
+		down = ""
+		if err != nil {
+			down = fmt.Sprintf("the destination cluster did not answer for %s within %v, so nothing was recorded and the command did not take effect; send it again once the destination answers: %v",
+				e.store.cfg.Topic, StoreCommandTimeout, err)
+		}
+		e.mu.Lock()
+		e.storeDown, e.storeDownAt = down, time.Now()
+		e.mu.Unlock()
+	}
+	if down != "" {
+		return cmdErr(CodeCoordinatorNotAvailable, "%s: %s", what, down)
+	}
+	return nil
+}
+
+// storeDown is the error of a topic command that failed on __mirror_state for every topic,
+// nil otherwise: such a command as a whole did not (or may not have) take effect, which a
+// client retries.
+func storeDown(results []TopicResult) error {
+	for _, r := range results {
+		if r.Err == nil || (r.Err.Code != CodeCoordinatorNotAvailable && r.Err.Code != CodeRequestTimedOut) {
+			return nil
+		}
+	}
+	if len(results) == 0 {
+		return nil
+	}
+	return results[0].Err
 }
 
 // probeSource connects with the given settings and returns the source cluster's id.
@@ -406,18 +501,24 @@ func (e *Engine) DeleteClusterMirror(ctx context.Context, name string) error {
 	if len(active) > 0 {
 		return cmdErr(CodeClusterMirrorNotEmpty, "cluster mirror %q still mirrors topics %s: stop them first (failover)", name, strings.Join(active, ", "))
 	}
+	// Before the runners stop: a destination that does not answer leaves everything as it was.
+	if cerr := e.storeAnswers(ctx, "deleting the mirror"); cerr != nil {
+		return cerr
+	}
 	for _, t := range topics {
 		e.stopRunners(name, t)
-		if err := e.store.DeletePartitions(ctx, name, t); err != nil {
-			return cmdErr(CodeUnknownServerError, "deleting partition records of %q: %v", t, err)
-		}
-		if err := e.store.DeleteTopicConfig(ctx, t); err != nil {
-			return cmdErr(CodeUnknownServerError, "deleting topic record of %q: %v", t, err)
+		if cerr := e.record(ctx, fmt.Sprintf("deleting the records of topic %q", t), func(ctx context.Context) error {
+			if err := e.store.DeletePartitions(ctx, name, t); err != nil {
+				return err
+			}
+			return e.store.DeleteTopicConfig(ctx, t)
+		}); cerr != nil {
+			return cerr
 		}
 	}
 	e.stopSyncer(name)
-	if err := e.store.DeleteMirror(ctx, name); err != nil {
-		return cmdErr(CodeUnknownServerError, "deleting the mirror: %v", err)
+	if cerr := e.record(ctx, "deleting the mirror", func(ctx context.Context) error { return e.store.DeleteMirror(ctx, name) }); cerr != nil {
+		return cerr
 	}
 	e.dropSource(name)
 	e.log.Info("cluster mirror deleted", "mirror", name)
@@ -503,7 +604,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 	if err != nil {
 		return nil, err
 	}
-	return e.eachTopic(topics, func(topic string) *CommandError {
+	results := e.eachTopic(topics, func(topic string) *CommandError {
 		if err := validateTopicName(topic); err != nil {
 			return cmdErr(CodeInvalidTopic, "%v", err)
 		}
@@ -521,8 +622,10 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 				return cmdErr(CodeTopicAlreadyInClusterMirror, "topic %q is already %s in cluster mirror %q", topic, d, mirror)
 			case d == DesiredStopped && other != mirror:
 				// Stopped in another mirror: that mirror's records of it are history now.
-				if err := e.store.DeletePartitions(ctx, other, topic); err != nil {
-					return cmdErr(CodeUnknownServerError, "%v", err)
+				if cerr := e.record(ctx, fmt.Sprintf("deleting the partition records of %q in cluster mirror %q", topic, other), func(ctx context.Context) error {
+					return e.store.DeletePartitions(ctx, other, topic)
+				}); cerr != nil {
+					return cerr
 				}
 				e.stopRunners(other, topic)
 				tc = TopicConfigRecord{}
@@ -544,8 +647,8 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 		// Bind the topic to the source topic as it is now; PREPARING's divergence check
 		// guards the destination's existing records against a source recreated meanwhile.
 		tc.MirrorName, tc.Divergence, tc.SourceTopicID = FormatMirrorName(mirror, DesiredMirroring), divergence, hex.EncodeToString(smeta.id[:])
-		if err := e.store.PutTopicConfig(ctx, topic, tc); err != nil {
-			return cmdErr(CodeUnknownServerError, "recording mirror.name of %q: %v", topic, err)
+		if cerr := e.putTopicConfig(ctx, topic, tc); cerr != nil {
+			return cerr
 		}
 		if err := e.ensureRunners(ctx, mirror, topic); err != nil {
 			return cmdErr(CodeSourceClusterUnreachable, "%v", err)
@@ -560,7 +663,11 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 		e.kickSyncer(mirror)
 		e.log.Info("mirror topic started", "mirror", mirror, "topic", topic, "divergence", divergence)
 		return nil
-	}), nil
+	})
+	if err := storeDown(results); err != nil {
+		return nil, err
+	}
+	return results, nil
 }
 
 // PauseMirrorTopics stops fetching; the topics stay read-only.
@@ -579,7 +686,7 @@ func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []stri
 	if _, cerr := e.lookupMirror(mirror); cerr != nil {
 		return nil, cerr
 	}
-	return e.eachTopic(topics, func(topic string) *CommandError {
+	results := e.eachTopic(topics, func(topic string) *CommandError {
 		if cerr := e.topicProblem(topic); cerr != nil {
 			return cerr
 		}
@@ -598,8 +705,8 @@ func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []stri
 			return nil
 		}
 		tc.MirrorName = FormatMirrorName(mirror, to)
-		if err := e.store.PutTopicConfig(ctx, topic, tc); err != nil {
-			return cmdErr(CodeUnknownServerError, "recording mirror.name of %q: %v", topic, err)
+		if cerr := e.putTopicConfig(ctx, topic, tc); cerr != nil {
+			return cerr
 		}
 		// Runners exist already but for partitions the source added since: a source that
 		// does not answer must not hold a failover up.
@@ -611,7 +718,18 @@ func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []stri
 		}
 		e.log.Info("mirror topic desired state changed", "mirror", mirror, "topic", topic, "from", from, "to", to)
 		return nil
-	}), nil
+	})
+	if err := storeDown(results); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// putTopicConfig records a command's change of a topic's mirror.name.
+func (e *Engine) putTopicConfig(ctx context.Context, topic string, tc TopicConfigRecord) *CommandError {
+	return e.record(ctx, fmt.Sprintf("recording mirror.name of %q", topic), func(ctx context.Context) error {
+		return e.store.PutTopicConfig(ctx, topic, tc)
+	})
 }
 
 func verb(d Desired) string {
@@ -624,10 +742,22 @@ func verb(d Desired) string {
 	return "stopping it"
 }
 
+// eachTopic runs fn for every topic. Once one could not be recorded (the destination does
+// not answer), the rest are not attempted: each would wait StoreCommandTimeout again.
 func (e *Engine) eachTopic(topics []string, fn func(string) *CommandError) []TopicResult {
 	out := make([]TopicResult, 0, len(topics))
+	var down *CommandError
 	for _, t := range topics {
-		out = append(out, TopicResult{Topic: t, Err: fn(t)})
+		if down != nil {
+			out = append(out, TopicResult{Topic: t, Err: cmdErr(CodeCoordinatorNotAvailable,
+				"not attempted, so it did not take effect: an earlier topic of the command could not be recorded (%s)", down.Message)})
+			continue
+		}
+		err := fn(t)
+		if err != nil && (err.Code == CodeCoordinatorNotAvailable || err.Code == CodeRequestTimedOut) {
+			down = err
+		}
+		out = append(out, TopicResult{Topic: t, Err: err})
 	}
 	return out
 }

@@ -877,6 +877,13 @@ func (s *Store) Record(key string) (StateRecord, bool) {
 	return r.clone(), ok
 }
 
+// Ping asks the destination for the store topic's offsets: whether it answers
+// for the store now.
+func (s *Store) Ping(ctx context.Context) error {
+	_, _, err := listStoreOffsets(ctx, s.cl, s.cfg.Topic, s.log)
+	return err
+}
+
 // ---- writes ----
 
 // pendingWrite is one record to produce and the view change it makes once acknowledged.
@@ -950,8 +957,10 @@ func (e *Engine) SetTopicOwner(ctx context.Context, topic, owner string) error {
 		return nil
 	}
 	tc.Owner = owner
-	if err := e.store.PutTopicConfig(ctx, topic, tc); err != nil {
-		return cmdErr(CodeUnknownServerError, "recording the owner of %q: %v", topic, err)
+	if cerr := e.record(ctx, fmt.Sprintf("recording the owner of %q", topic), func(ctx context.Context) error {
+		return e.store.PutTopicConfig(ctx, topic, tc)
+	}); cerr != nil {
+		return cerr
 	}
 	return nil
 }
@@ -1031,6 +1040,8 @@ func (s *Store) del(ctx context.Context, k recordKey) error {
 // batch costs one round trip) and applies each acknowledged one to the view.
 // A write that fails is not applied; it may or may not have reached the
 // log, so the caller retries it (every write is idempotent: it sets a value).
+// When ctx ends before the acknowledgements, write returns
+// errWriteUnacknowledged at once and applies them when they come.
 func (s *Store) write(ctx context.Context, ws []pendingWrite) error {
 	if s.readOnly {
 		return ErrReadOnlyStore
@@ -1057,13 +1068,40 @@ func (s *Store) write(ctx context.Context, ws []pendingWrite) error {
 		})
 	}
 	s.wmu.Unlock()
-	// kgo always calls the promise (on ctx end or client close too), so
-	// this wait ends.
-	wg.Wait()
-	if s.testHookAcked != nil {
-		s.testHookAcked(seqs)
+	// kgo calls every promise, but an idempotent client fails a record that
+	// was sent only once the destination answers: that can take an outage.
+	// The acknowledgements are applied whenever they come, so the view
+	// matches the log even when ctx ends first.
+	done := make(chan struct{})
+	var failed error
+	go func() {
+		defer close(done)
+		wg.Wait()
+		if s.testHookAcked != nil {
+			s.testHookAcked(seqs)
+		}
+		failed = s.apply(ws, seqs, errs, written)
+	}()
+	select {
+	case <-done:
+		return failed
+	case <-ctx.Done():
+		select {
+		case <-done:
+			return failed
+		default:
+		}
+		return fmt.Errorf("%w: %v", errWriteUnacknowledged, ctx.Err())
 	}
+}
 
+// errWriteUnacknowledged: a write was not acknowledged before its context
+// ended. It may still be appended, and is then applied to the view.
+var errWriteUnacknowledged = errors.New("not acknowledged by the destination in time")
+
+// apply applies the acknowledged writes of ws to the view and returns the
+// failures.
+func (s *Store) apply(ws []pendingWrite, seqs []uint64, errs []error, written []*kgo.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var failed []error

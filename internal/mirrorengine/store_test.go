@@ -746,6 +746,38 @@ func TestStoreLateAckDoesNotOverwrite(t *testing.T) {
 	requireSameStoreView(t, openTestStore(t, c, StoreConfig{}), s)
 }
 
+// TestStoreWriteUnacknowledgedInTime: a write whose context ends before its
+// acknowledgement returns at once, saying so, and its acknowledgement, when it
+// comes, still reaches the view: the view never differs from the log.
+func TestStoreWriteUnacknowledgedInTime(t *testing.T) {
+	c := kafkatest.New(t)
+	ctx := storeTestCtx(t)
+	s := openTestStore(t, c, StoreConfig{})
+	acked, release := make(chan struct{}), make(chan struct{})
+	s.testHookAcked = func([]uint64) {
+		close(acked)
+		<-release
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	wrote := make(chan error, 1)
+	go func() { wrote <- s.PutTopicConfig(wctx, "t", TopicConfigRecord{MirrorName: "m"}) }()
+	select {
+	case <-acked: // the destination appended it; the acknowledgement is held back
+	case <-ctx.Done():
+		t.Fatal("the write was never acknowledged")
+	}
+	cancel()
+	if err := <-wrote; !errors.Is(err, errWriteUnacknowledged) {
+		t.Fatalf("write whose context ended first: %v, want errWriteUnacknowledged", err)
+	}
+	close(release)
+	waitFor(t, "the late acknowledgement in the view", func() bool {
+		tc, ok := s.TopicConfig("t")
+		return ok && tc.MirrorName == "m"
+	})
+	requireSameStoreView(t, openTestStore(t, c, StoreConfig{}), s)
+}
+
 // TestStoreKeyInTwoPartitions: should a key's records ever land in two
 // partitions (a changed partition count, a non-hashing partitioner), the
 // record with the newest timestamp wins and a warning says so.

@@ -353,11 +353,12 @@ resource "kafkamirror_mirror_topic" "orders" {
 			},
 			{RefreshState: true},
 			{ // terraform import: the same state, owner and timeouts included.
-				Config:            config("mirroring"),
-				ResourceName:      topicAddr,
-				ImportState:       true,
-				ImportStateId:     "m/orders",
-				ImportStateVerify: true,
+				Config:                  config("mirroring"),
+				ResourceName:            topicAddr,
+				ImportState:             true,
+				ImportStateId:           "m/orders",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: offsetAtAttrs(2),
 			},
 			{ // An import block: the plan is a no-op import.
 				Config:          config("mirroring"),

@@ -163,14 +163,18 @@ func (d *MirrorTopicDataSource) Metadata(_ context.Context, req datasource.Metad
 
 func (d *MirrorTopicDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	partAttrs := map[string]schema.Attribute{
-		"partition":            schema.Int64Attribute{MarkdownDescription: "Partition number.", Computed: true},
-		"state":                schema.StringAttribute{MarkdownDescription: "KIP-1279 partition state (`MIRRORING`, `PAUSED`, `STOPPED`, `FAILED`, ...).", Computed: true},
-		"source_offset":        schema.Int64Attribute{MarkdownDescription: "Source high watermark; -1 when unknown.", Computed: true},
-		"destination_offset":   schema.Int64Attribute{MarkdownDescription: "Destination end offset; -1 when unknown.", Computed: true},
-		"lag":                  schema.Int64Attribute{MarkdownDescription: "Records not copied yet; 0 when unknown.", Computed: true},
-		"last_mirrored_offset": schema.Int64Attribute{MarkdownDescription: "Destination end offset at the last stop; -1 before.", Computed: true},
-		"error":                schema.StringAttribute{MarkdownDescription: "Why the partition FAILED; empty otherwise.", Computed: true},
-		"retry_attempt":        schema.Int64Attribute{MarkdownDescription: "Automatic retries so far; -1 when the failure waits for the operator.", Computed: true},
+		"partition":             schema.Int64Attribute{MarkdownDescription: "Partition number.", Computed: true},
+		"state":                 schema.StringAttribute{MarkdownDescription: "KIP-1279 partition state (`MIRRORING`, `PAUSED`, `STOPPED`, `FAILED`, ...).", Computed: true},
+		"source_offset":         schema.Int64Attribute{MarkdownDescription: "Source high watermark; -1 when unknown.", Computed: true},
+		"destination_offset":    schema.Int64Attribute{MarkdownDescription: "Destination end offset; -1 when unknown.", Computed: true},
+		"lag":                   schema.Int64Attribute{MarkdownDescription: "Records not copied yet; 0 when unknown.", Computed: true},
+		"last_mirrored_offset":  schema.Int64Attribute{MarkdownDescription: "Destination end offset at the last stop; -1 before.", Computed: true},
+		"error":                 schema.StringAttribute{MarkdownDescription: "Why the partition FAILED, or why a MIRRORING partition is stalled (`stalled: …`); empty otherwise.", Computed: true},
+		"retry_attempt":         schema.Int64Attribute{MarkdownDescription: "Automatic retries so far; -1 when the failure waits for the operator.", Computed: true},
+		"source_offset_at":      schema.StringAttribute{MarkdownDescription: "When the worker read `source_offset` (RFC 3339); earlier than this read when the source is in `unreachable`; empty when never.", Computed: true},
+		"destination_offset_at": schema.StringAttribute{MarkdownDescription: "When the worker read `destination_offset` (RFC 3339), as `source_offset_at`.", Computed: true},
+		"unreachable": schema.ListAttribute{MarkdownDescription: "The clusters (`source`, `destination`) that did not answer the worker within 3 s: " +
+			"their offsets are the last known ones. Empty when both answered.", ElementType: types.StringType, Computed: true},
 	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Describes a mirrored topic and its partitions, as the KIP's describe table shows them: state, " +

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -30,25 +31,31 @@ type mirrorTopicResourceModel struct {
 
 // partitionModel is one element of partitions: a line of the KIP's describe table.
 type partitionModel struct {
-	Partition          types.Int64  `tfsdk:"partition"`
-	State              types.String `tfsdk:"state"`
-	SourceOffset       types.Int64  `tfsdk:"source_offset"`
-	DestinationOffset  types.Int64  `tfsdk:"destination_offset"`
-	Lag                types.Int64  `tfsdk:"lag"`
-	LastMirroredOffset types.Int64  `tfsdk:"last_mirrored_offset"`
-	Error              types.String `tfsdk:"error"`
-	RetryAttempt       types.Int64  `tfsdk:"retry_attempt"`
+	Partition           types.Int64  `tfsdk:"partition"`
+	State               types.String `tfsdk:"state"`
+	SourceOffset        types.Int64  `tfsdk:"source_offset"`
+	DestinationOffset   types.Int64  `tfsdk:"destination_offset"`
+	Lag                 types.Int64  `tfsdk:"lag"`
+	LastMirroredOffset  types.Int64  `tfsdk:"last_mirrored_offset"`
+	Error               types.String `tfsdk:"error"`
+	RetryAttempt        types.Int64  `tfsdk:"retry_attempt"`
+	SourceOffsetAt      types.String `tfsdk:"source_offset_at"`
+	DestinationOffsetAt types.String `tfsdk:"destination_offset_at"`
+	Unreachable         types.List   `tfsdk:"unreachable"`
 }
 
 var partitionAttrTypes = map[string]attr.Type{
-	"partition":            types.Int64Type,
-	"state":                types.StringType,
-	"source_offset":        types.Int64Type,
-	"destination_offset":   types.Int64Type,
-	"lag":                  types.Int64Type,
-	"last_mirrored_offset": types.Int64Type,
-	"error":                types.StringType,
-	"retry_attempt":        types.Int64Type,
+	"partition":             types.Int64Type,
+	"state":                 types.StringType,
+	"source_offset":         types.Int64Type,
+	"destination_offset":    types.Int64Type,
+	"lag":                   types.Int64Type,
+	"last_mirrored_offset":  types.Int64Type,
+	"error":                 types.StringType,
+	"retry_attempt":         types.Int64Type,
+	"source_offset_at":      types.StringType,
+	"destination_offset_at": types.StringType,
+	"unreachable":           types.ListType{ElemType: types.StringType},
 }
 
 var partitionObjectType = types.ObjectType{AttrTypes: partitionAttrTypes}
@@ -58,17 +65,37 @@ func partitionsList(ps []api.Partition) types.List {
 	vals := make([]attr.Value, len(ps))
 	for i, p := range ps {
 		vals[i] = types.ObjectValueMust(partitionAttrTypes, map[string]attr.Value{
-			"partition":            types.Int64Value(int64(p.Partition)),
-			"state":                types.StringValue(p.State),
-			"source_offset":        types.Int64Value(p.SourceOffset),
-			"destination_offset":   types.Int64Value(p.DestinationOffset),
-			"lag":                  types.Int64Value(p.Lag),
-			"last_mirrored_offset": types.Int64Value(p.LastMirroredOffset),
-			"error":                types.StringValue(p.Error),
-			"retry_attempt":        types.Int64Value(int64(p.RetryAttempt)),
+			"partition":             types.Int64Value(int64(p.Partition)),
+			"state":                 types.StringValue(p.State),
+			"source_offset":         types.Int64Value(p.SourceOffset),
+			"destination_offset":    types.Int64Value(p.DestinationOffset),
+			"lag":                   types.Int64Value(p.Lag),
+			"last_mirrored_offset":  types.Int64Value(p.LastMirroredOffset),
+			"error":                 types.StringValue(p.Error),
+			"retry_attempt":         types.Int64Value(int64(p.RetryAttempt)),
+			"source_offset_at":      offsetAt(p.SourceOffsetAt),
+			"destination_offset_at": offsetAt(p.DestinationOffsetAt),
+			"unreachable":           unreachableList(p.Unreachable),
 		})
 	}
 	return types.ListValueMust(partitionObjectType, vals)
+}
+
+// offsetAt is when an offset was read, in RFC 3339; empty when never.
+func offsetAt(t time.Time) types.String {
+	if t.IsZero() {
+		return types.StringValue("")
+	}
+	return types.StringValue(t.UTC().Format(time.RFC3339))
+}
+
+// unreachableList is the clusters that did not answer, never null.
+func unreachableList(clusters []string) types.List {
+	vals := make([]attr.Value, len(clusters))
+	for i, c := range clusters {
+		vals[i] = types.StringValue(c)
+	}
+	return types.ListValueMust(types.StringType, vals)
 }
 
 // partitionsFromList reads partitions back from state, for plan-time messages when the

@@ -191,8 +191,26 @@ func (r *MirrorTopicResource) Schema(ctx context.Context, _ resource.SchemaReque
 							Computed: true,
 						},
 						"error": schema.StringAttribute{
-							MarkdownDescription: "Why the partition FAILED; empty otherwise.",
+							MarkdownDescription: "Why the partition FAILED, or why a MIRRORING partition is stalled (`stalled: source " +
+								"unreachable, mirroring sessions failing for 45s: …`: it has not reached a cluster for the worker's " +
+								"`stall_after`, 30 s by default, and catches up by itself once the cluster answers); empty otherwise.",
+							Computed: true,
+						},
+						"source_offset_at": schema.StringAttribute{
+							MarkdownDescription: "When the worker read `source_offset` (RFC 3339). At the last refresh when the source " +
+								"answered it; earlier when the source is in `unreachable`. Empty when never read.",
+							Computed: true,
+						},
+						"destination_offset_at": schema.StringAttribute{
+							MarkdownDescription: "When the worker read `destination_offset` (RFC 3339), as `source_offset_at`.",
 							Computed:            true,
+						},
+						"unreachable": schema.ListAttribute{
+							MarkdownDescription: "The clusters, `source` and `destination`, that did not answer the worker within 3 s at " +
+								"the last refresh: their offsets are the last known ones, from `source_offset_at` and " +
+								"`destination_offset_at`. Empty when both answered.",
+							ElementType: types.StringType,
+							Computed:    true,
 						},
 						"retry_attempt": schema.Int64Attribute{
 							MarkdownDescription: "Automatic retries of a FAILED partition so far; -1 when the failure is not retried " +
