@@ -874,12 +874,22 @@ func (s *session) loneMarker(ctx context.Context, commit bool) error {
 	return s.endTxn(ctx, s.gap, commit)
 }
 
+// markerLandTimeout bounds the wait for a marker. An EndTxn can succeed without writing one:
+// a session that adopted a transaction as open while an earlier session's EndTxn for it was
+// still on its way ends it a second time, and the coordinator answers that retry with success.
+// The next session reads the destination again.
+const markerLandTimeout = 30 * time.Second
+
 // awaitMarker waits until the marker written at offset `at` is in the destination log: real
 // brokers write markers after EndTxn returns, and anything appended before the marker lands
 // would take its offset.
 func (s *session) awaitMarker(ctx context.Context, at int64) error {
 	wait := time.Millisecond
+	deadline := time.Now().Add(markerLandTimeout)
 	for {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no transaction marker landed at destination offset %d within %v", at, markerLandTimeout)
+		}
 		_, end, err := s.m.dst.offsets(ctx, s.cfg.Topic, s.cfg.Partition)
 		if err != nil {
 			return err

@@ -102,6 +102,9 @@ func (p *planner) add(w write) {
 	w.at = p.next
 	p.next += w.n
 	p.writes = append(p.writes, w)
+	if w.txn {
+		p.open[w.pid] = true // from here on: a transaction's data opens it (after any fill before it)
+	}
 }
 
 // fill covers [next, to), where the source has no record: filler below the pending log start,
@@ -117,6 +120,9 @@ func (p *planner) fill(to int64) {
 		for _, pid := range slices.Sorted(maps.Keys(p.open)) {
 			if p.next == end {
 				break
+			}
+			if !p.open[pid] {
+				continue
 			}
 			delete(p.open, pid)
 			p.add(write{kind: writeEndTxn, n: 1, pid: pid})
@@ -169,9 +175,6 @@ func (p *planner) batch(b rawBatch) error {
 			// (UnifiedLog.analyzeAndValidateRecords): splitting it would move offsets.
 			return &BatchTooLargeError{Offset: b.baseOffset(), Size: len(b), MaxMessageBytes: p.maxSize}
 		}
-		if txn {
-			p.open[pid] = true
-		}
 		p.fill(b.baseOffset())
 		p.add(write{kind: writeForward, n: int64(b.recordCount()), batch: b, txn: txn, pid: pid})
 		return nil
@@ -183,9 +186,6 @@ func (p *planner) batch(b rawBatch) error {
 	runs, err := b.runs()
 	if err != nil {
 		return err
-	}
-	if txn {
-		p.open[pid] = true
 	}
 	for _, r := range runs {
 		if skip := p.next - r.base; skip > 0 {

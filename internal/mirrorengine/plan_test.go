@@ -156,7 +156,7 @@ func TestPlanFetch(t *testing.T) {
 			name:    "the source log start past the markers of transactions open on the destination: aborted below it",
 			next:    10,
 			alignTo: 20,
-			open:    map[int64]bool{9: true, 7: true},
+			open:    map[int64]bool{9: true, 7: true, 3: false},
 			batches: []rawBatch{data(t, 20, 2)},
 			want:    []string{"end transaction abort@10+1", "end transaction abort@11+1", "filler@12+8", "forward@20+2"},
 		},
@@ -167,6 +167,14 @@ func TestPlanFetch(t *testing.T) {
 			open:    map[int64]bool{9: true, 7: true},
 			batches: []rawBatch{txnData(t, 11, 2, 9)},
 			want:    []string{"end transaction abort@10+1", "forward txn@11+2"},
+		},
+		{
+			name:    "transaction data right past the source log start opens its transaction after the filler",
+			next:    10,
+			alignTo: 20,
+			open:    map[int64]bool{9: false},
+			batches: []rawBatch{txnData(t, 20, 2, 9), marker(t, 22, 9, true)},
+			want:    []string{"filler@10+10", "forward txn@20+2", "end transaction commit@22+1"},
 		},
 		{
 			name:    "a contiguous batch starting below the destination end",
