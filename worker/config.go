@@ -27,6 +27,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
 
@@ -124,10 +125,10 @@ const minTokenLen = 16
 func defaultConfig() Config {
 	return Config{
 		API:   APIConfig{Listen: "127.0.0.1:8080"},
-		State: StateConfig{Topic: "__mirror_state", Partitions: 1, ReplicationFactor: -1},
+		State: StateConfig{Topic: kip.StateTopic, Partitions: 1, ReplicationFactor: -1},
 		// The KIP's defaults: mirror.failed.retry.initial.backoff.ms 100,
 		// .max.backoff.ms 300000, .max.attempts 20.
-		Retry:      RetryConfig{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Minute, MaxAttempts: 20},
+		Retry:      RetryConfig{InitialBackoff: kip.RetryInitialBackoff, MaxBackoff: kip.RetryMaxBackoff, MaxAttempts: kip.RetryMaxAttempts},
 		StallAfter: mirrorengine.DefaultStallAfter,
 		Log:        LogConfig{Format: "json", Level: "info"},
 	}
