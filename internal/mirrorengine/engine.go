@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
@@ -176,7 +177,7 @@ func (e *Engine) source(mirror string) (*kgo.Client, error) {
 	if !ok {
 		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
 	}
-	opts, err := ClientOpts(rec.Source)
+	opts, err := kafkaconn.Opts(rec.Source)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
@@ -245,7 +246,7 @@ func sourceSASLAttribute() schema.SingleNestedAttribute {
 			"mechanism": schema.StringAttribute{
 				MarkdownDescription: "One of `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.",
 				Required:            true,
-				Validators:          []validator.String{stringvalidator.OneOf(saslMechanisms...)},
+				Validators:          []validator.String{stringvalidator.OneOf(kafkaconn.Mechanisms...)},
 			},
 			"username": schema.StringAttribute{
 				MarkdownDescription: "SASL user name.",
