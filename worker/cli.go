@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 )
 
 // cliTimeout bounds a whole describe or list, retries included.
@@ -71,9 +71,9 @@ func (c *clientFlags) client(getenv func(string) (string, bool)) (*api.Client, e
 		if err != nil {
 			return nil, fmt.Errorf("--worker-ca-file: %w", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--worker-ca-file %s: no PEM certificate", c.caFile)
+		pool, err := kafkaconn.CertPool(pem)
+		if err != nil {
+			return nil, fmt.Errorf("--worker-ca-file %s: %w", c.caFile, err)
 		}
 		cfg.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}

@@ -27,6 +27,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
 
@@ -124,10 +126,10 @@ const minTokenLen = 16
 func defaultConfig() Config {
 	return Config{
 		API:   APIConfig{Listen: "127.0.0.1:8080"},
-		State: StateConfig{Topic: "__mirror_state", Partitions: 1, ReplicationFactor: -1},
+		State: StateConfig{Topic: kip.StateTopic, Partitions: 1, ReplicationFactor: -1},
 		// The KIP's defaults: mirror.failed.retry.initial.backoff.ms 100,
 		// .max.backoff.ms 300000, .max.attempts 20.
-		Retry:      RetryConfig{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Minute, MaxAttempts: 20},
+		Retry:      RetryConfig{InitialBackoff: kip.RetryInitialBackoff, MaxBackoff: kip.RetryMaxBackoff, MaxAttempts: kip.RetryMaxAttempts},
 		StallAfter: mirrorengine.DefaultStallAfter,
 		Log:        LogConfig{Format: "json", Level: "info"},
 	}
@@ -562,7 +564,7 @@ func (t TLSFiles) load(prefix string) (*mirrorengine.TLSSettings, error) {
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		return nil, cfgErr("%s and %s must be set together", named("cert_file"), named("key_file"))
 	}
-	if _, err := mirrorengine.ClientOpts(mirrorengine.SourceConnection{BootstrapServers: []string{"check:1"}, TLS: out}); err != nil {
+	if _, err := out.Config(); err != nil {
 		// Not a PEM, or a key that does not match the certificate.
 		return nil, cfgErr("%s.*: %v", prefix, err)
 	}
@@ -571,15 +573,14 @@ func (t TLSFiles) load(prefix string) (*mirrorengine.TLSSettings, error) {
 
 func (s SASLConfig) check() error {
 	named := func(k string) string { return settingByKey("destination.sasl." + k).names() }
-	switch strings.ToUpper(s.Mechanism) {
-	case "":
+	switch m := strings.ToUpper(s.Mechanism); {
+	case m == "":
 		if s.Username != "" || s.Password != "" {
 			return cfgErr("%s is required when a SASL user name or password is set", named("mechanism"))
 		}
 		return nil
-	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-	default:
-		return cfgErr("%s must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not %q", named("mechanism"), s.Mechanism)
+	case !slices.Contains(kafkaconn.Mechanisms, m):
+		return cfgErr("%s must be one of %s, not %q", named("mechanism"), strings.Join(kafkaconn.Mechanisms, ", "), s.Mechanism)
 	}
 	if s.Username == "" {
 		return cfgErr("%s is required with SASL", named("username"))

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
@@ -194,7 +195,7 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 		fmt.Fprintf(stderr, "kafkamirror-worker: %v\n", err)
 		return 2
 	}
-	opts, err := mirrorengine.ClientOpts(conn)
+	opts, err := kafkaconn.Opts(conn)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafkamirror-worker: invalid configuration: destination: %v\n", err)
 		return 2

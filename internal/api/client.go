@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 // ClientConfig configures a Client.
@@ -184,10 +186,10 @@ func (c *Client) ListSourceTopics(ctx context.Context, req SourceTopicsRequest) 
 
 // The topic commands, as TopicCommand names them (the last segment of their route).
 const (
-	ActionStart  = "start"
-	ActionStop   = "stop"
-	ActionPause  = "pause"
-	ActionResume = "resume"
+	ActionStart  = kip.CommandStart
+	ActionStop   = kip.CommandStop
+	ActionPause  = kip.CommandPause
+	ActionResume = kip.CommandResume
 )
 
 // StartTopics starts mirroring topics; divergence is DivergenceFail (or "") or

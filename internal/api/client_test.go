@@ -311,35 +311,3 @@ func TestNewClientRejectsBadURLs(t *testing.T) {
 		}
 	}
 }
-
-func TestStatusFor(t *testing.T) {
-	for code, want := range map[string]int{
-		CodeUnknownClusterMirror:        404,
-		CodeTopicNotInClusterMirror:     404,
-		CodeUnknownTopicOrPartition:     404,
-		CodeClusterMirrorAlreadyExists:  409,
-		CodeClusterMirrorNotEmpty:       409,
-		CodeTopicAlreadyInClusterMirror: 409,
-		CodeMirrorTopicAlreadyStopped:   409,
-		CodeSourceClusterIDMismatch:     409,
-		CodeMirrorTopicOwnerMismatch:    409,
-		CodeSaslAuthenticationFailed:    400,
-		CodeInvalidClusterMirrorName:    400,
-		CodeInvalidClusterMirrorConfig:  400,
-		CodeInvalidMirrorPartitionState: 400,
-		CodeInvalidTopic:                400,
-		CodeInvalidRequest:              400,
-		CodeAuthenticationFailed:        401,
-		CodeSourceClusterUnreachable:    502,
-		CodeClusterAuthorizationFailed:  502,
-		CodeCoordinatorLoadInProgress:   503,
-		CodeCoordinatorNotAvailable:     503,
-		CodeRequestTimedOut:             504,
-		CodeUnknownServerError:          500,
-		"SOMETHING_NEW":                 500,
-	} {
-		if got := StatusFor(code); got != want {
-			t.Errorf("StatusFor(%s) = %d, want %d", code, got, want)
-		}
-	}
-}

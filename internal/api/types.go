@@ -30,6 +30,8 @@ package api
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 // CreateMirrorRequest is the body of POST /v1/mirrors (the KIP's CreateClusterMirror).
@@ -121,7 +123,7 @@ type SyncSettings struct {
 }
 
 // DefaultSyncInterval is the KIP's mirror.metadata.refresh.interval.ms default.
-const DefaultSyncInterval = time.Minute
+const DefaultSyncInterval = kip.DefaultSyncInterval
 
 // DefaultSync is what a mirror created without sync settings gets: everything synced,
 // every DefaultSyncInterval.
@@ -241,25 +243,25 @@ func (r TopicResult) Err() error {
 
 // The desired states of a mirrored topic, from its mirror.name suffix.
 const (
-	DesiredMirroring = "mirroring"
-	DesiredPaused    = "paused"
-	DesiredStopped   = "stopped"
+	DesiredMirroring = kip.DesiredMirroring
+	DesiredPaused    = kip.DesiredPaused
+	DesiredStopped   = kip.DesiredStopped
 )
 
 // The partition states, with the KIP's names.
 const (
-	StateUnknown   = "UNKNOWN"
-	StatePreparing = "PREPARING"
-	StateMirroring = "MIRRORING"
-	StatePausing   = "PAUSING"
-	StatePaused    = "PAUSED"
-	StateStopping  = "STOPPING"
-	StateStopped   = "STOPPED"
-	StateFailed    = "FAILED"
+	StateUnknown   = kip.StateUnknown
+	StatePreparing = kip.StatePreparing
+	StateMirroring = kip.StateMirroring
+	StatePausing   = kip.StatePausing
+	StatePaused    = kip.StatePaused
+	StateStopping  = kip.StateStopping
+	StateStopped   = kip.StateStopped
+	StateFailed    = kip.StateFailed
 )
 
 // States lists the partition states in the KIP's order.
-var States = []string{StateUnknown, StatePreparing, StateMirroring, StatePausing, StatePaused, StateStopping, StateStopped, StateFailed}
+var States = kip.States
 
 // Topic describes a mirrored topic: GET /v1/mirrors/{mirror}/topics/{topic}.
 type Topic struct {

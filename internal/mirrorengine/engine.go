@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 // Config configures an Engine.
@@ -84,7 +87,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.StallAfter = DefaultStallAfter
 	}
 	if cfg.Retry.Initial == 0 && cfg.Retry.Max == 0 && cfg.Retry.MaxAttempts == 0 {
-		cfg.Retry = RetryPolicy{Initial: 100 * time.Millisecond, Max: 5 * time.Minute, MaxAttempts: 20, Jitter: cfg.Retry.Jitter}
+		cfg.Retry = RetryPolicy{Initial: kip.RetryInitialBackoff, Max: kip.RetryMaxBackoff, MaxAttempts: kip.RetryMaxAttempts, Jitter: cfg.Retry.Jitter}
 	}
 	if cfg.Retry.Jitter == nil {
 		cfg.Retry.Jitter = func(d time.Duration) time.Duration { return rand.N(d + 1) }
@@ -134,7 +137,7 @@ func (e *Engine) resumeTopics(ctx context.Context, mirror string) {
 
 func storeTopic(c StoreConfig) string {
 	if c.Topic == "" {
-		return "__mirror_state"
+		return DefaultStoreTopic
 	}
 	return c.Topic
 }
@@ -174,7 +177,7 @@ func (e *Engine) source(mirror string) (*kgo.Client, error) {
 	if !ok {
 		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
 	}
-	opts, err := ClientOpts(rec.Source)
+	opts, err := kafkaconn.Opts(rec.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -605,8 +608,8 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 		return nil, err
 	}
 	results := e.eachTopic(topics, func(topic string) *CommandError {
-		if err := validateTopicName(topic); err != nil {
-			return cmdErr(CodeInvalidTopic, "%v", err)
+		if p := kip.TopicNameProblem(topic); p != "" {
+			return cmdErr(CodeInvalidTopic, "topic name %q %s", topic, p)
 		}
 		if cerr := e.topicProblem(topic); cerr != nil {
 			return cerr
@@ -699,7 +702,7 @@ func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []stri
 		case from == DesiredStopped && to == DesiredStopped:
 			return cmdErr(CodeMirrorTopicAlreadyStopped, "topic %q is already stopped", topic)
 		case from == DesiredStopped:
-			return cmdErr(CodeInvalidMirrorPartitionState, "topic %q is stopped; start it again instead of %s", topic, verb(to))
+			return cmdErr(CodeInvalidMirrorPartitionState, "topic %q is stopped; start it again instead of a %s", topic, kip.CommandTo(to.String()))
 		}
 		if from == to {
 			return nil
@@ -732,16 +735,6 @@ func (e *Engine) putTopicConfig(ctx context.Context, topic string, tc TopicConfi
 	})
 }
 
-func verb(d Desired) string {
-	switch d {
-	case DesiredPaused:
-		return "pausing it"
-	case DesiredMirroring:
-		return "resuming it"
-	}
-	return "stopping it"
-}
-
 // eachTopic runs fn for every topic. Once one could not be recorded (the destination does
 // not answer), the rest are not attempted: each would wait StoreCommandTimeout again.
 func (e *Engine) eachTopic(topics []string, fn func(string) *CommandError) []TopicResult {
@@ -760,20 +753,4 @@ func (e *Engine) eachTopic(topics []string, fn func(string) *CommandError) []Top
 		out = append(out, TopicResult{Topic: t, Err: err})
 	}
 	return out
-}
-
-// validateTopicName applies Kafka's topic name rules.
-func validateTopicName(name string) error {
-	switch {
-	case name == "" || name == "." || name == "..":
-		return fmt.Errorf("topic name %q is not allowed", name)
-	case len(name) > 249:
-		return fmt.Errorf("topic name is %d characters long; at most 249 are allowed", len(name))
-	}
-	for _, r := range name {
-		if !validNameChar(r) {
-			return fmt.Errorf("topic name %q has the character %q; only ASCII letters, digits, '.', '_' and '-' are allowed", name, r)
-		}
-	}
-	return nil
 }

@@ -27,6 +27,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 )
 
 // recordVersion is the value version this code writes and the newest it reads.
@@ -61,33 +63,16 @@ type DestinationTopicSettings struct {
 	MinInsyncReplicas int
 }
 
-// SourceConnection is the connection to a mirror's source cluster.
-type SourceConnection struct {
-	// BootstrapServers are host:port seeds.
-	BootstrapServers []string
-	// TLS is nil for plaintext.
-	TLS *TLSSettings
-	// SASL is nil for no SASL.
-	SASL *SASLSettings
-}
+// SourceConnection is the connection to a mirror's source cluster. Its secrets
+// (TLS ClientKeyPEM, SASL Password) are sealed in __mirror_state and printed as
+// "[redacted]".
+type SourceConnection = kafkaconn.Settings
 
-// TLSSettings configures TLS to the source. ClientKeyPEM is a secret: it is
-// sealed in __mirror_state and printed as "[redacted]".
-type TLSSettings struct {
-	CACertPEM          string
-	ClientCertPEM      string
-	ClientKeyPEM       string // secret
-	InsecureSkipVerify bool
-	ServerName         string
-}
+// TLSSettings configures TLS to the source.
+type TLSSettings = kafkaconn.TLS
 
-// SASLSettings configures SASL to the source. Password is a secret: it is
-// sealed in __mirror_state and printed as "[redacted]".
-type SASLSettings struct {
-	Mechanism string // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
-	Username  string
-	Password  string // secret
-}
+// SASLSettings configures SASL to the source.
+type SASLSettings = kafkaconn.SASL
 
 // SyncSettings are a mirror's metadata sync settings (the KIP's
 // MirrorMetadataManager). The store keeps and round-trips them.
@@ -686,34 +671,4 @@ func cloneStrings(s []string) []string {
 	return append(make([]string, 0, len(s)), s...)
 }
 
-const redactedSecret = "[redacted]"
-
-func redactSecret(s string) string {
-	if s == "" {
-		return ""
-	}
-	return redactedSecret
-}
-
-// Format prints the settings with ClientKeyPEM redacted, for every verb, so
-// a MirrorRecord in a log line or error message never leaks the key.
-func (t TLSSettings) Format(f fmt.State, verb rune) {
-	type plain TLSSettings // no methods: printed field by field
-	p := plain(t)
-	p.ClientKeyPEM = redactSecret(p.ClientKeyPEM)
-	_, _ = fmt.Fprintf(f, fmt.FormatString(f, verb), p)
-}
-
-// String returns the settings with ClientKeyPEM redacted.
-func (t TLSSettings) String() string { return fmt.Sprintf("%+v", t) }
-
-// Format prints the settings with Password redacted, for every verb.
-func (a SASLSettings) Format(f fmt.State, verb rune) {
-	type plain SASLSettings
-	p := plain(a)
-	p.Password = redactSecret(p.Password)
-	_, _ = fmt.Fprintf(f, fmt.FormatString(f, verb), p)
-}
-
-// String returns the settings with Password redacted.
-func (a SASLSettings) String() string { return fmt.Sprintf("%+v", a) }
+const redactedSecret = kafkaconn.Redacted

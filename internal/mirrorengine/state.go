@@ -12,8 +12,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 // State is a mirror partition's state, named as in KIP-1279's April-era
@@ -45,14 +46,14 @@ const (
 )
 
 var stateNames = [numStates]string{
-	StateUnknown:   "UNKNOWN",
-	StatePreparing: "PREPARING",
-	StateMirroring: "MIRRORING",
-	StatePausing:   "PAUSING",
-	StatePaused:    "PAUSED",
-	StateStopping:  "STOPPING",
-	StateStopped:   "STOPPED",
-	StateFailed:    "FAILED",
+	StateUnknown:   kip.StateUnknown,
+	StatePreparing: kip.StatePreparing,
+	StateMirroring: kip.StateMirroring,
+	StatePausing:   kip.StatePausing,
+	StatePaused:    kip.StatePaused,
+	StateStopping:  kip.StateStopping,
+	StateStopped:   kip.StateStopped,
+	StateFailed:    kip.StateFailed,
 }
 
 func (s State) valid() bool { return s >= 0 && int(s) < numStates }
@@ -98,9 +99,9 @@ const (
 )
 
 var desiredNames = [numDesired]string{
-	DesiredMirroring: "mirroring",
-	DesiredPaused:    "paused",
-	DesiredStopped:   "stopped",
+	DesiredMirroring: kip.DesiredMirroring,
+	DesiredPaused:    kip.DesiredPaused,
+	DesiredStopped:   kip.DesiredStopped,
 }
 
 func (d Desired) valid() bool { return d >= 0 && int(d) < numDesired }
@@ -125,85 +126,41 @@ func ParseDesired(s string) (Desired, error) {
 	return DesiredMirroring, fmt.Errorf("unknown desired state %q (want mirroring, paused or stopped)", s)
 }
 
-// The mirror.name suffixes that carry the desired state.
-const (
-	pausedSuffix  = ".paused"
-	removedSuffix = ".removed"
-)
-
-// maxMirrorNameLen is Kafka's topic-name limit, which mirror names follow.
-const maxMirrorNameLen = 249
-
 // ParseMirrorName splits a mirror.name value into the mirror name and the
-// desired state. Only one suffix is removed, from the right, as the KIP
-// specifies: "a.paused.paused" is mirror "a.paused", paused. The returned name
-// is not validated (that one would fail ValidateMirrorName); callers that
-// accept external input should validate it.
+// desired state, by kip.ParseMirrorName's rule. The returned name is not
+// validated; callers that accept external input should validate it.
 func ParseMirrorName(value string) (mirror string, d Desired) {
-	if m, ok := strings.CutSuffix(value, pausedSuffix); ok {
-		return m, DesiredPaused
-	}
-	if m, ok := strings.CutSuffix(value, removedSuffix); ok {
-		return m, DesiredStopped
-	}
-	return value, DesiredMirroring
+	mirror, desired := kip.ParseMirrorName(value)
+	d, _ = ParseDesired(desired) // kip returns only the three desired names
+	return mirror, d
 }
 
 // FormatMirrorName returns the mirror.name value for a mirror and desired
 // state: "m", "m.paused" or "m.removed". A Desired outside the defined set
 // yields the plain name; such values can only come from a conversion bug.
 func FormatMirrorName(mirror string, d Desired) string {
-	switch d {
-	case DesiredPaused:
-		return mirror + pausedSuffix
-	case DesiredStopped:
-		return mirror + removedSuffix
-	default:
+	if !d.valid() {
 		return mirror
 	}
+	return kip.FormatMirrorName(mirror, d.String())
 }
 
 // ErrInvalidMirrorName is wrapped by every ValidateMirrorName error, so the
 // worker can map it to INVALID_CLUSTER_MIRROR_NAME with errors.Is.
 var ErrInvalidMirrorName = errors.New("invalid cluster mirror name")
 
-// ValidateMirrorName checks a cluster mirror name: Kafka's topic-name rules
-// (1 to 249 characters of [a-zA-Z0-9._-], not "." or "..") and no ".paused" or
-// ".removed" ending, since those suffixes would be read back as a desired
-// state. The error wraps ErrInvalidMirrorName and names the rule that failed.
+// ValidateMirrorName checks a cluster mirror name by kip.MirrorNameProblem's
+// rules. The error wraps ErrInvalidMirrorName and names the rule that failed.
 func ValidateMirrorName(name string) error {
-	fail := func(reason string) error {
-		shown := name
-		if len(shown) > 64 {
-			shown = shown[:64] + "..."
-		}
-		return fmt.Errorf("%w %q: %s", ErrInvalidMirrorName, shown, reason)
+	p := kip.MirrorNameProblem(name)
+	if p == "" {
+		return nil
 	}
-	if name == "" {
-		return fail("must not be empty")
+	shown := name
+	if len(shown) > 64 {
+		shown = shown[:64] + "..."
 	}
-	if len(name) > maxMirrorNameLen {
-		return fail(fmt.Sprintf("is %d characters long; at most %d are allowed", len(name), maxMirrorNameLen))
-	}
-	if name == "." || name == ".." {
-		return fail(`must not be "." or ".."`)
-	}
-	for i, r := range name {
-		if !validNameChar(r) {
-			return fail(fmt.Sprintf("contains %q at position %d; only ASCII letters, digits, '.', '_' and '-' are allowed", r, i))
-		}
-	}
-	for _, suffix := range [...]string{pausedSuffix, removedSuffix} {
-		if strings.HasSuffix(name, suffix) {
-			return fail(fmt.Sprintf("must not end in %q, which mirror.name uses to mark the desired state", suffix))
-		}
-	}
-	return nil
-}
-
-func validNameChar(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
-		r == '.' || r == '_' || r == '-'
+	return fmt.Errorf("%w %q: %s", ErrInvalidMirrorName, shown, p)
 }
 
 // legalFrom[to] is the set of states that may move to `to` (KIP-1279 §3.3,
@@ -728,64 +685,4 @@ func ResumeActions(cur Status) []Action {
 		return nil
 	}
 	return workActions(cur.State)
-}
-
-// DesiredChangeError is returned by LegalDesiredChange. Legal lists the
-// targets that are allowed from From (besides From itself).
-type DesiredChangeError struct {
-	From, To Desired
-	Current  State
-	Reason   string
-	Legal    []Desired
-}
-
-func (e *DesiredChangeError) Error() string {
-	legal := make([]string, len(e.Legal))
-	for i, d := range e.Legal {
-		legal[i] = fmt.Sprintf("%q", d)
-	}
-	return fmt.Sprintf("cannot change mirror topic state %q to %q: %s (legal from %q: %s)",
-		e.From, e.To, e.Reason, e.From, strings.Join(legal, ", "))
-}
-
-// LegalDesiredChange checks a change of desired state, for the Terraform
-// provider's plan-time check and the worker's commands. Per KIP-1279, stopping
-// an already-stopped topic and pausing a stopped topic are errors; stopped →
-// mirroring is a restart; mirroring ↔ paused and → stopped are legal. A
-// partition still STOPPING cannot be paused. Keeping the same mirroring or
-// paused state is a no-op and legal. Errors are *DesiredChangeError except for
-// values outside the defined sets.
-func LegalDesiredChange(from, to Desired, current State) error {
-	if !from.valid() || !to.valid() {
-		return fmt.Errorf("invalid desired state change %s → %s", from, to)
-	}
-	if !current.valid() {
-		return fmt.Errorf("invalid mirror partition state %s", current)
-	}
-	reason := desiredChangeProblem(from, to, current)
-	if reason == "" {
-		return nil
-	}
-	var legal []Desired
-	for d := range Desired(numDesired) {
-		if d != from && desiredChangeProblem(from, d, current) == "" {
-			legal = append(legal, d)
-		}
-	}
-	return &DesiredChangeError{From: from, To: to, Current: current, Reason: reason, Legal: legal}
-}
-
-// desiredChangeProblem returns why from → to is not allowed, or "".
-func desiredChangeProblem(from, to Desired, current State) string {
-	switch {
-	case to == DesiredStopped && from == DesiredStopped:
-		return "the topic is already stopped"
-	case to == from:
-		return ""
-	case to == DesiredPaused && from == DesiredStopped:
-		return `a stopped topic cannot be paused; start it with "mirroring" first`
-	case to == DesiredPaused && current == StateStopping:
-		return "the topic is being stopped; it cannot be paused"
-	}
-	return ""
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 var (
@@ -135,7 +137,7 @@ func TestFormatMirrorName(t *testing.T) {
 	}
 	// Round trip for every valid name shape, including names that contain a
 	// suffix word in the middle.
-	for _, m := range []string{"m", "a.paused.b", "x.removedy", strings.Repeat("z", maxMirrorNameLen), "..."} {
+	for _, m := range []string{"m", "a.paused.b", "x.removedy", strings.Repeat("z", kip.MaxNameLen), "..."} {
 		if err := ValidateMirrorName(m); err != nil {
 			t.Fatalf("precondition: %v", err)
 		}
@@ -149,7 +151,7 @@ func TestFormatMirrorName(t *testing.T) {
 }
 
 func TestValidateMirrorName(t *testing.T) {
-	long := strings.Repeat("a", maxMirrorNameLen)
+	long := strings.Repeat("a", kip.MaxNameLen)
 	tests := []struct {
 		name    string
 		wantErr string // substring naming the failed rule; "" = valid
@@ -178,7 +180,7 @@ func TestValidateMirrorName(t *testing.T) {
 		{".paused", `must not end in ".paused"`},
 		{"a.paused.paused", `must not end in ".paused"`},
 		{"a.removed.paused", `must not end in ".paused"`},
-		{strings.Repeat("a", maxMirrorNameLen-len(".removed")) + ".removed", `must not end in ".removed"`},
+		{strings.Repeat("a", kip.MaxNameLen-len(".removed")) + ".removed", `must not end in ".removed"`},
 	}
 	for _, tt := range tests {
 		err := ValidateMirrorName(tt.name)
@@ -1002,61 +1004,6 @@ func TestActionStrings(t *testing.T) {
 	}
 	if got := (Action{Kind: aRetry, At: smT0}).String(); got != "ScheduleRetry(2026-04-15T12:00:00Z)" {
 		t.Errorf("Action.String() = %q", got)
-	}
-}
-
-func TestLegalDesiredChange(t *testing.T) {
-	type want struct {
-		ok     bool
-		reason string
-		legal  []Desired
-	}
-	// The answer does not depend on the partition state, except STOPPING below.
-	matrix := map[[2]Desired]want{
-		{dMirror, dMirror}: {ok: true},
-		{dMirror, dPause}:  {ok: true},
-		{dMirror, dStop}:   {ok: true},
-		{dPause, dMirror}:  {ok: true},
-		{dPause, dPause}:   {ok: true},
-		{dPause, dStop}:    {ok: true},
-		{dStop, dMirror}:   {ok: true}, // restart
-		{dStop, dPause}:    {reason: "a stopped topic cannot be paused", legal: []Desired{dMirror}},
-		{dStop, dStop}:     {reason: "already stopped", legal: []Desired{dMirror}},
-	}
-	for _, cur := range smStates {
-		for key, w := range matrix {
-			from, to := key[0], key[1]
-			if cur == StateStopping && from == dMirror && to == dPause {
-				w = want{reason: "being stopped", legal: []Desired{dStop}}
-			}
-			err := LegalDesiredChange(from, to, cur)
-			if w.ok {
-				if err != nil {
-					t.Errorf("LegalDesiredChange(%v, %v, %v) = %v, want nil", from, to, cur, err)
-				}
-				continue
-			}
-			var dce *DesiredChangeError
-			if !errors.As(err, &dce) {
-				t.Errorf("LegalDesiredChange(%v, %v, %v) = %v, want *DesiredChangeError", from, to, cur, err)
-				continue
-			}
-			if !strings.Contains(dce.Reason, w.reason) || !slices.Equal(dce.Legal, w.legal) || dce.Current != cur {
-				t.Errorf("LegalDesiredChange(%v, %v, %v) = %+v, want reason %q legal %v", from, to, cur, dce, w.reason, w.legal)
-			}
-		}
-	}
-	err := LegalDesiredChange(dStop, dPause, StateStopped)
-	wantMsg := `cannot change mirror topic state "stopped" to "paused": a stopped topic cannot be paused; start it with "mirroring" first (legal from "stopped": "mirroring")`
-	if err == nil || err.Error() != wantMsg {
-		t.Errorf("message = %q\nwant      %q", err, wantMsg)
-	}
-	for _, bad := range [][3]int8{{3, 0, 0}, {0, -1, 0}, {0, 1, 8}} {
-		err := LegalDesiredChange(Desired(bad[0]), Desired(bad[1]), State(bad[2]))
-		var dce *DesiredChangeError
-		if err == nil || errors.As(err, &dce) {
-			t.Errorf("LegalDesiredChange%v = %v, want a plain error", bad, err)
-		}
 	}
 }
 

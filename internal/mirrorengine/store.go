@@ -30,10 +30,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 // DefaultStoreTopic is the metadata topic's name, as in the KIP.
-const DefaultStoreTopic = "__mirror_state"
+const DefaultStoreTopic = kip.StateTopic
 
 // StoreConfig configures OpenStore and ReadStore.
 type StoreConfig struct {

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 // The kinds of sync errors, named as the KIP's MirrorMetadataManager gauges.
@@ -23,9 +25,6 @@ const (
 	SyncErrorACL                 = "AclSyncError"
 	SyncErrorTopicMetadata       = "TopicMetadataRefreshError"
 )
-
-// DefaultSyncInterval is used when a mirror's sync settings name no interval.
-const DefaultSyncInterval = 30 * time.Second
 
 // SyncStatus is the outcome of a mirror's last metadata sync cycle.
 type SyncStatus struct {
@@ -109,7 +108,7 @@ func (s *syncer) run(ctx context.Context) {
 	defer close(s.done)
 	for {
 		s.cycle(ctx)
-		interval := DefaultSyncInterval
+		interval := kip.DefaultSyncInterval
 		if rec, ok := s.e.store.Mirror(s.mirror); ok && rec.Sync.Interval > 0 {
 			interval = rec.Sync.Interval
 		}

@@ -22,6 +22,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 var (
@@ -244,7 +246,7 @@ func sourceSASLAttribute() schema.SingleNestedAttribute {
 			"mechanism": schema.StringAttribute{
 				MarkdownDescription: "One of `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.",
 				Required:            true,
-				Validators:          []validator.String{stringvalidator.OneOf(saslMechanisms...)},
+				Validators:          []validator.String{stringvalidator.OneOf(kafkaconn.Mechanisms...)},
 			},
 			"username": schema.StringAttribute{
 				MarkdownDescription: "SASL user name.",
@@ -562,7 +564,7 @@ func (r *ClusterMirrorResource) Delete(ctx context.Context, req resource.DeleteR
 }
 
 func (r *ClusterMirrorResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if p := mirrorNameProblem(req.ID); p != "" {
+	if p := kip.MirrorNameProblem(req.ID); p != "" {
 		resp.Diagnostics.AddError("Invalid import ID",
 			fmt.Sprintf("The import ID of a kafkamirror_cluster_mirror is the mirror's name; %q %s.", req.ID, p))
 		return

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 // commandWorker is a fake worker for topic m/orders with two partitions: each command
@@ -70,7 +71,7 @@ func (f *commandWorker) client(t *testing.T) *api.Client {
 			{Partition: 0, State: f.state, SourceOffset: 10, DestinationOffset: 10, LastMirroredOffset: -1},
 			{Partition: 1, State: f.state, SourceOffset: 12, DestinationOffset: 9, Lag: 3, LastMirroredOffset: -1, Error: "boom"},
 		}
-		_ = json.NewEncoder(w).Encode(api.Topic{Mirror: "m", Topic: "orders", MirrorName: mirrorNameValue("m", f.desired), DesiredState: f.desired, Partitions: ps})
+		_ = json.NewEncoder(w).Encode(api.Topic{Mirror: "m", Topic: "orders", MirrorName: kip.FormatMirrorName("m", f.desired), DesiredState: f.desired, Partitions: ps})
 	}))
 	t.Cleanup(srv.Close)
 	c, err := api.NewClient(api.ClientConfig{URL: srv.URL, Token: "t", RetryMax: -1})
@@ -151,7 +152,7 @@ func TestUpdateCommands(t *testing.T) {
 		fake := &commandWorker{}
 		s := topicSchema(t)
 		r := &MirrorTopicResource{data: &providerData{client: fake.client(t)}}
-		prior := topicModel(tc.from, "fail", partitions(targetPartitionState(tc.from), 0, 0))
+		prior := topicModel(tc.from, "fail", partitions(kip.TargetState(tc.from), 0, 0))
 		prior.OwnerID = types.StringValue("owner-1")
 		planned := topicModel(tc.to, tc.divergence, nil)
 		planned.OwnerID = prior.OwnerID

@@ -2,11 +2,7 @@ package provider
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -15,18 +11,15 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 )
 
 // destinationConn is the provider's read-only connection to the destination cluster, for
 // plan-time checks. A client is opened per check and closed after it: providers have no
 // shutdown hook, and checks are rare.
 type destinationConn struct {
-	bootstrap []string
-	tls       *tls.Config
-	sasl      sasl.Mechanism
+	settings kafkaconn.Settings
 }
 
 // destinationTopic is what a plan-time check learns about a destination topic.
@@ -41,19 +34,15 @@ type destinationTopic struct {
 // describeTopic reports whether topic exists on the destination and how many records it
 // holds. It bounds itself to 15 seconds: a plan must not hang on an unreachable cluster.
 func (d *destinationConn) describeTopic(ctx context.Context, topic string) (destinationTopic, error) {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(d.bootstrap...),
+	opts, err := kafkaconn.Opts(d.settings)
+	if err != nil {
+		return destinationTopic{}, err
+	}
+	cl, err := kgo.NewClient(append(opts,
 		kgo.ClientID("terraform-provider-kafkamirror"),
-		kgo.DialTimeout(5 * time.Second),
-		kgo.RetryTimeout(10 * time.Second),
-	}
-	if d.tls != nil {
-		opts = append(opts, kgo.DialTLSConfig(d.tls.Clone()))
-	}
-	if d.sasl != nil {
-		opts = append(opts, kgo.SASL(d.sasl))
-	}
-	cl, err := kgo.NewClient(opts...)
+		kgo.DialTimeout(5*time.Second),
+		kgo.RetryTimeout(10*time.Second),
+	)...)
 	if err != nil {
 		return destinationTopic{}, err
 	}
@@ -106,7 +95,7 @@ func destinationFromModel(ctx context.Context, obj types.Object) (*destinationCo
 		return nil, diags
 	}
 	d := &destinationConn{}
-	diags.Append(m.BootstrapServers.ElementsAs(ctx, &d.bootstrap, false)...)
+	diags.Append(m.BootstrapServers.ElementsAs(ctx, &d.settings.BootstrapServers, false)...)
 	if !m.TLS.IsNull() {
 		var t kafkaTLSModel
 		diags.Append(m.TLS.As(ctx, &t, basetypes.ObjectAsOptions{})...)
@@ -116,14 +105,13 @@ func destinationFromModel(ctx context.Context, obj types.Object) (*destinationCo
 		on := t.Enabled.ValueBool() || t.CACertPEM.ValueString() != "" || t.ClientCertPEM.ValueString() != "" ||
 			t.ServerName.ValueString() != "" || t.InsecureSkipVerify.ValueBool()
 		if on {
-			cfg, err := buildTLSConfig(t.CACertPEM.ValueString(), t.ClientCertPEM.ValueString(), t.ClientKeyPEM.ValueString(),
-				t.ServerName.ValueString(), t.InsecureSkipVerify.ValueBool())
-			if err != nil {
+			settings := tlsSettings(t.CACertPEM, t.ClientCertPEM, t.ClientKeyPEM, t.ServerName, t.InsecureSkipVerify)
+			if _, err := settings.Config(); err != nil {
 				diags.AddAttributeError(path.Root("destination").AtName("tls"), "Invalid destination TLS settings",
 					fmt.Sprintf("Building the TLS configuration for the destination cluster failed: %v.", err))
 				return nil, diags
 			}
-			d.tls = cfg
+			d.settings.TLS = &settings
 		}
 	}
 	if !m.SASL.IsNull() {
@@ -132,44 +120,18 @@ func destinationFromModel(ctx context.Context, obj types.Object) (*destinationCo
 		if diags.HasError() {
 			return nil, diags
 		}
-		mech, err := saslMechanism(s.Mechanism.ValueString(), s.Username.ValueString(), s.Password.ValueString())
-		if err != nil {
+		settings := kafkaconn.SASL{Mechanism: s.Mechanism.ValueString(), Username: s.Username.ValueString(), Password: s.Password.ValueString()}
+		if _, err := settings.AsMechanism(); err != nil {
 			diags.AddAttributeError(path.Root("destination").AtName("sasl").AtName("mechanism"), "Invalid destination SASL settings", err.Error())
 			return nil, diags
 		}
-		d.sasl = mech
+		d.settings.SASL = &settings
 	}
 	return d, diags
 }
 
-func saslMechanism(mechanism, user, pass string) (sasl.Mechanism, error) {
-	switch strings.ToUpper(mechanism) {
-	case "PLAIN":
-		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
-	case "SCRAM-SHA-256":
-		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
-	case "SCRAM-SHA-512":
-		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
-	}
-	return nil, fmt.Errorf("SASL mechanism %q is not one of %s", mechanism, strings.Join(saslMechanisms, ", "))
-}
-
-// buildTLSConfig builds a client TLS configuration from inline PEM data.
-func buildTLSConfig(caPEM, certPEM, keyPEM, serverName string, insecure bool) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName, InsecureSkipVerify: insecure} //nolint:gosec // insecure_skip_verify is the user's explicit choice
-	if caPEM != "" {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(caPEM)) {
-			return nil, errors.New("ca_cert_pem holds no PEM certificate")
-		}
-		cfg.RootCAs = pool
-	}
-	if certPEM != "" || keyPEM != "" {
-		cert, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
-		if err != nil {
-			return nil, fmt.Errorf("client certificate and key: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
+// tlsSettings gathers the TLS attributes of a destination or worker_tls block.
+func tlsSettings(caPEM, certPEM, keyPEM, serverName types.String, insecure types.Bool) kafkaconn.TLS {
+	return kafkaconn.TLS{CACertPEM: caPEM.ValueString(), ClientCertPEM: certPEM.ValueString(), ClientKeyPEM: keyPEM.ValueString(),
+		ServerName: serverName.ValueString(), InsecureSkipVerify: insecure.ValueBool()}
 }

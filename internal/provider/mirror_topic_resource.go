@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 // The default timeouts of kafkamirror_mirror_topic. Reaching MIRRORING means PREPARING is
@@ -104,7 +105,7 @@ func (r *MirrorTopicResource) Schema(ctx context.Context, _ resource.SchemaReque
 				Computed: true,
 				Default:  stringdefault.StaticString(api.DesiredMirroring),
 				Validators: []validator.String{
-					stringvalidator.OneOf(desiredStates...),
+					stringvalidator.OneOf(kip.DesiredStates...),
 				},
 			},
 			"divergence": schema.StringAttribute{
@@ -345,11 +346,11 @@ func (r *MirrorTopicResource) ModifyPlan(ctx context.Context, req resource.Modif
 	from, to := state.State.ValueString(), plan.State.ValueString()
 	statePartitions, diags := partitionsFromList(ctx, state.Partitions)
 	resp.Diagnostics.Append(diags...)
-	if p := transitionProblem(from, to, partitionStates(statePartitions)); p != "" {
+	if p := kip.ChangeProblem(from, to, partitionStates(statePartitions)); p != "" {
 		resp.Diagnostics.AddAttributeError(path.Root("state"), "Illegal mirror topic state change",
 			fmt.Sprintf("Topic %q of cluster mirror %q cannot change state from %q to %q: %s.\n\nLegal changes from %q: %s.",
 				plan.Topic.ValueString(), plan.MirrorName.ValueString(), from, to, p, from,
-				strings.Join(legalTargets(from, partitionStates(statePartitions)), "; ")))
+				strings.Join(kip.LegalChanges(from, partitionStates(statePartitions)), "; ")))
 		return
 	}
 	mirror, topic := plan.MirrorName.ValueString(), plan.Topic.ValueString()
@@ -624,7 +625,7 @@ func (r *MirrorTopicResource) saveAfterFailure(ctx context.Context, m *mirrorTop
 		m.setFromTopic(t)
 	} else {
 		m.ID = types.StringValue(m.MirrorName.ValueString() + "/" + m.Topic.ValueString())
-		m.MirrorNameConfig = types.StringValue(mirrorNameValue(m.MirrorName.ValueString(), m.State.ValueString()))
+		m.MirrorNameConfig = types.StringValue(kip.FormatMirrorName(m.MirrorName.ValueString(), m.State.ValueString()))
 		m.Partitions = types.ListValueMust(partitionObjectType, nil)
 	}
 	diags.Append(st.Set(ctx, m)...)
@@ -782,28 +783,22 @@ func (r *MirrorTopicResource) Update(ctx context.Context, req resource.UpdateReq
 	ctx = tflog.SetField(ctx, "mirror", mirror)
 	ctx = tflog.SetField(ctx, "topic", topic)
 
-	cmd := api.TopicsRequest{Owner: plan.OwnerID.ValueString()}
-	var action string
-	switch {
-	case from == to && to == api.DesiredMirroring && plan.Partitions.IsUnknown():
-		action, cmd.Divergence = api.ActionStart, plan.Divergence.ValueString() // restart FAILED partitions (see ModifyPlan)
-	case from == to:
+	if from == to && (to != api.DesiredMirroring || !plan.Partitions.IsUnknown()) {
 		// Only divergence, stop_mode, promote_timeout or timeouts changed: nothing to tell
-		// the worker.
+		// the worker. Mirroring → mirroring with unknown partitions restarts FAILED
+		// partitions (see ModifyPlan).
 		plan.Partitions = state.Partitions
 		plan.MirrorNameConfig = state.MirrorNameConfig
 		resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 		return
-	case to == api.DesiredStopped:
-		action = api.ActionStop
-		stop := stopSettingsOf(&plan)
-		cmd = stop.request(plan.OwnerID.ValueString(), false)
-	case to == api.DesiredPaused:
-		action = api.ActionPause
-	case from == api.DesiredPaused:
-		action = api.ActionResume
-	default: // stopped → mirroring: restart, or failback
-		action, cmd.Divergence = api.ActionStart, plan.Divergence.ValueString()
+	}
+	cmd := api.TopicsRequest{Owner: plan.OwnerID.ValueString()}
+	action := kip.Command(from, to)
+	switch action {
+	case api.ActionStop:
+		cmd = stopSettingsOf(&plan).request(plan.OwnerID.ValueString(), false)
+	case api.ActionStart: // a restart of a stopped topic (or failback), or of FAILED partitions
+		cmd.Divergence = plan.Divergence.ValueString()
 	}
 	tflog.Debug(ctx, "changing mirror topic state", map[string]any{"from": from, "to": to, "action": action, "mode": cmd.Mode})
 	res, ok := r.command(ctx, client, action, mirror, topic, cmd, &resp.Diagnostics)
@@ -813,7 +808,7 @@ func (r *MirrorTopicResource) Update(ctx context.Context, req resource.UpdateReq
 	if action == api.ActionStop {
 		warnFinalSync(ctx, mirror, topic, stopSettingsOf(&plan), res, &resp.Diagnostics)
 	}
-	target := targetPartitionState(to)
+	target := kip.TargetState(to)
 	t, err := waitForPartitions(ctx, client, mirror, topic, target, deadline, "update", timeout)
 	if err != nil {
 		// The desired state did change on the worker: save it, with the partitions as
@@ -887,10 +882,10 @@ func (r *MirrorTopicResource) ImportState(ctx context.Context, req resource.Impo
 	switch {
 	case !ok:
 		problem = "it has no \"/\""
-	case mirrorNameProblem(mirror) != "":
-		problem = "the mirror name " + mirrorNameProblem(mirror)
-	case topicNameProblem(topic) != "":
-		problem = "the topic name " + topicNameProblem(topic)
+	case kip.MirrorNameProblem(mirror) != "":
+		problem = "the mirror name " + kip.MirrorNameProblem(mirror)
+	case kip.TopicNameProblem(topic) != "":
+		problem = "the topic name " + kip.TopicNameProblem(topic)
 	}
 	if problem != "" {
 		resp.Diagnostics.AddError("Invalid import ID",

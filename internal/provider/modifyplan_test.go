@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 func topicSchema(t *testing.T) resource.SchemaResponse {
@@ -39,7 +40,7 @@ func topicModel(state, divergence string, ps []api.Partition) mirrorTopicResourc
 	m := mirrorTopicResourceModel{
 		ID: types.StringValue("m/orders"), MirrorName: types.StringValue("m"), Topic: types.StringValue("orders"),
 		State: types.StringValue(state), Divergence: types.StringValue(divergence),
-		MirrorNameConfig: types.StringValue(mirrorNameValue("m", state)),
+		MirrorNameConfig: types.StringValue(kip.FormatMirrorName("m", state)),
 		Partitions:       partitionsList(ps),
 		Timeouts: timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{
 			"create": types.StringType, "update": types.StringType, "delete": types.StringType,

@@ -6,6 +6,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 var (
@@ -39,7 +41,7 @@ func (mirrorNameConfigModifier) PlanModifyString(ctx context.Context, req planmo
 		resp.PlanValue = types.StringUnknown()
 		return
 	}
-	resp.PlanValue = types.StringValue(mirrorNameValue(mirror.ValueString(), state.ValueString()))
+	resp.PlanValue = types.StringValue(kip.FormatMirrorName(mirror.ValueString(), state.ValueString()))
 }
 
 // partitionsModifier keeps the refreshed partitions in the plan while the desired state

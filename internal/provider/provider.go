@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 )
 
 // The environment variables the provider falls back to.
@@ -91,9 +92,6 @@ type kafkaSASLModel struct {
 	Username  types.String `tfsdk:"username"`
 	Password  types.String `tfsdk:"password"`
 }
-
-// saslMechanisms are the SASL mechanisms the worker and the provider speak.
-var saslMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
 
 // providerData is what Configure hands to resources and data sources.
 type providerData struct {
@@ -220,7 +218,7 @@ func kafkaConnectionProviderAttributes() map[string]schema.Attribute {
 				"mechanism": schema.StringAttribute{
 					MarkdownDescription: "One of `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.",
 					Required:            true,
-					Validators:          []validator.String{stringvalidator.OneOf(saslMechanisms...)},
+					Validators:          []validator.String{stringvalidator.OneOf(kafkaconn.Mechanisms...)},
 				},
 				"username": schema.StringAttribute{
 					MarkdownDescription: "SASL user name.",
@@ -282,8 +280,7 @@ func (p *KafkamirrorProvider) Configure(ctx context.Context, req provider.Config
 			return
 		}
 		var err error
-		tlsConfig, err = buildTLSConfig(wt.CACertPEM.ValueString(), wt.ClientCertPEM.ValueString(), wt.ClientKeyPEM.ValueString(),
-			wt.ServerName.ValueString(), wt.InsecureSkipVerify.ValueBool())
+		tlsConfig, err = tlsSettings(wt.CACertPEM, wt.ClientCertPEM, wt.ClientKeyPEM, wt.ServerName, wt.InsecureSkipVerify).Config()
 		if err != nil {
 			resp.Diagnostics.AddAttributeError(path.Root("worker_tls"), "Invalid worker TLS settings",
 				fmt.Sprintf("Building the TLS configuration for the worker's API failed: %v.", err))

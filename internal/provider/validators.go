@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 )
 
 // nameValidator checks a cluster mirror name or a topic name at plan time.
@@ -25,12 +26,12 @@ var (
 
 // mirrorNameValidator applies the KIP's cluster mirror name rules.
 func mirrorNameValidator() validator.String {
-	return nameValidator{what: "cluster mirror name", problem: mirrorNameProblem}
+	return nameValidator{what: "cluster mirror name", problem: kip.MirrorNameProblem}
 }
 
 // topicNameValidator applies Kafka's topic name rules.
 func topicNameValidator() validator.String {
-	return nameValidator{what: "topic name", problem: topicNameProblem}
+	return nameValidator{what: "topic name", problem: kip.TopicNameProblem}
 }
 
 func (v nameValidator) Description(context.Context) string {
