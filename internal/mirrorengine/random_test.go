@@ -23,8 +23,12 @@ import (
 //
 // KAFKAMIRROR_RANDOM_SEEDS=10 runs seeds 1..10; KAFKAMIRROR_RANDOM_SEED=S reproduces one
 // seed; KAFKAMIRROR_RANDOM_SEEDS=fresh:N runs N fresh seeds (each printed) for a longer hunt.
-// It is not yet part of the default run: about one run in ten ends with a replayed commit
-// marker missing on the destination after a log start move (see the issue note).
+// It is not yet part of the default run: under load a few seeds in twenty end with a marker
+// the destination's cleaner removed and the source's kept. kfake's compaction drops a
+// control batch whose producer has no data left, so the destination loses the lone markers
+// of its gap producer and the markers of fully aborted replays, while the source's
+// application producers keep theirs; Apache Kafka keeps markers until delete.retention.ms
+// (see the issue note). Every other difference it found is fixed.
 func TestMirrorRandomized(t *testing.T) {
 	if os.Getenv("KAFKAMIRROR_RANDOM_SEED") == "" && os.Getenv("KAFKAMIRROR_RANDOM_SEEDS") == "" {
 		t.Skip("set KAFKAMIRROR_RANDOM_SEEDS=10 (or KAFKAMIRROR_RANDOM_SEED=S) to run the randomized scenario")
@@ -136,6 +140,10 @@ func randomScenario(t *testing.T, seed uint64) {
 			}
 		case op < 80:
 			closeAll(t, txns)
+			// EndTransaction returns before the markers land (strict mode, as real
+			// brokers): cleaning a source whose marker is still on its way would
+			// compare logs the cleaners saw at different moments.
+			waitStable(t, src, topic)
 			kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
 			srcCleaner.Clean(t)
 			dstCleaner.Clean(t)
@@ -194,4 +202,26 @@ func closeAll(t *testing.T, txns []*txnProducer) {
 			tp.open = false
 		}
 	}
+}
+
+// waitStable waits until no transaction is open on any partition of topic: its last stable
+// offsets reach its high watermarks.
+func waitStable(t *testing.T, c *kafkatest.Cluster, topic string) {
+	t.Helper()
+	waitFor(t, "the markers of "+topic+" to land", func() bool {
+		lso, err := c.Admin(t).ListCommittedOffsets(context.Background(), topic)
+		if err != nil {
+			return false
+		}
+		ends, err := c.Admin(t).ListEndOffsets(context.Background(), topic)
+		if err != nil {
+			return false
+		}
+		stable := true
+		ends.Each(func(e kadm.ListedOffset) {
+			l, ok := lso.Lookup(topic, e.Partition)
+			stable = stable && ok && l.Offset == e.Offset
+		})
+		return stable
+	})
 }
