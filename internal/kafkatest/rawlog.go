@@ -63,6 +63,7 @@ type partLog struct {
 	logStart, hw, lso int64
 	entries           []logEntry // ascending offsets in [logStart, hw)
 	batches           []batchSpan
+	controls          map[int64][]byte // control batches as stored, by base offset
 }
 
 type topicMeta struct {
@@ -226,6 +227,12 @@ func readPartition(ctx context.Context, cl *kgo.Client, topic string, meta topic
 			}
 			idx := len(l.batches)
 			l.batches = append(l.batches, batchSpan{base: b.FirstOffset, last: last, records: b.NumRecords, codec: b.Attributes & attrCodec})
+			if b.Attributes&attrControl != 0 {
+				if l.controls == nil {
+					l.controls = map[int64][]byte{}
+				}
+				l.controls[b.FirstOffset] = append([]byte(nil), rb...)
+			}
 			for i := range recs {
 				r := &recs[i]
 				off := b.FirstOffset + int64(r.OffsetDelta)

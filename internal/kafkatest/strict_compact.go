@@ -2,11 +2,14 @@ package kafkatest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,11 +35,17 @@ import (
 // kfake moves the log start to the first batch it keeps, as Apache Kafka 4.x was seen to do
 // in the real-broker tier. Fetches older than v11 (no rack field to tell the Cleaner's own
 // requests by) get kfake's shape.
+//
+// kfake also drops a transaction marker as soon as its producer has no data left in the
+// log; Apache Kafka keeps a marker until delete.retention.ms (24 hours by default) after
+// the round that found its transaction's data gone (LogCleaner, the delete horizon). The
+// Cleaner keeps such markers and puts them back into fetch answers.
 type Cleaner struct {
 	c *Cluster
 
 	mu      sync.Mutex
 	kept    map[cleanedPartition]map[int64]keptBatch // by base offset
+	markers map[cleanedPartition]map[int64][]byte    // markers kfake dropped, as stored, by offset
 	ids     map[string][16]byte                      // compacted topics' ids, for fetches by name
 	clients map[int16]*kgo.Client                    // the Cleaner's own fetches, by version
 }
@@ -67,7 +76,7 @@ func NewCleaner(t TB, c *Cluster) *Cleaner {
 		t.Fatalf("kafkatest.NewCleaner: %s is a real Kafka cluster; its own log cleaner compacts", c.id)
 		return nil
 	}
-	k := &Cleaner{c: c, kept: map[cleanedPartition]map[int64]keptBatch{}, ids: map[string][16]byte{}, clients: map[int16]*kgo.Client{}}
+	k := &Cleaner{c: c, kept: map[cleanedPartition]map[int64]keptBatch{}, markers: map[cleanedPartition]map[int64][]byte{}, ids: map[string][16]byte{}, clients: map[int16]*kgo.Client{}}
 	t.Cleanup(func() {
 		k.mu.Lock()
 		defer k.mu.Unlock()
@@ -91,9 +100,11 @@ func (k *Cleaner) Clean(t TB) {
 		return
 	}
 	before := map[cleanedPartition]map[int64]batchSpan{}
+	controls := map[cleanedPartition]map[int64][]byte{}
 	for topic, m := range topics {
 		for p := range m.leaders {
-			if before[cleanedPartition{m.id, p}], err = k.batches(ctx, topic, m, p); err != nil {
+			tp := cleanedPartition{m.id, p}
+			if before[tp], controls[tp], err = k.batches(ctx, topic, m, p); err != nil {
 				t.Fatalf("kafkatest.Cleaner: %v", err)
 				return
 			}
@@ -133,14 +144,26 @@ func (k *Cleaner) Clean(t TB) {
 	}
 	for topic, m := range topics {
 		for p := range m.leaders {
-			after, err := k.batches(ctx, topic, m, p)
+			after, _, err := k.batches(ctx, topic, m, p)
 			if err != nil {
 				t.Fatalf("kafkatest.Cleaner: %v", err)
 				return
 			}
 			tp := cleanedPartition{m.id, p}
+			start, _ := startsAfter.Lookup(topic, p)
+			if s, ok := startsBefore.Lookup(topic, p); ok && s.Offset > start.Offset {
+				start = s // restored above
+			}
 			k.mu.Lock()
 			k.ids[topic] = m.id
+			for base, raw := range controls[tp] {
+				if _, ok := after[base]; !ok && base >= start.Offset {
+					if k.markers[tp] == nil {
+						k.markers[tp] = map[int64][]byte{}
+					}
+					k.markers[tp][base] = raw
+				}
+			}
 			for base, a := range after {
 				if b, ok := before[tp][base]; ok && a.records != b.records {
 					if k.kept[tp] == nil {
@@ -171,17 +194,18 @@ func (k *Cleaner) compactedTopics(ctx context.Context) (map[string]topicMeta, er
 	return out, nil
 }
 
-// batches reads a partition's batches by base offset, through the Cleaner like any reader.
-func (k *Cleaner) batches(ctx context.Context, topic string, m topicMeta, partition int32) (map[int64]batchSpan, error) {
+// batches reads a partition's batches by base offset, and its control batches as stored,
+// through the Cleaner like any reader.
+func (k *Cleaner) batches(ctx context.Context, topic string, m topicMeta, partition int32) (map[int64]batchSpan, map[int64][]byte, error) {
 	l, err := readPartition(ctx, k.c.internal, topic, m, partition)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s/%d: %w", topic, partition, err)
+		return nil, nil, fmt.Errorf("reading %s/%d: %w", topic, partition, err)
 	}
 	out := make(map[int64]batchSpan, len(l.batches))
 	for _, b := range l.batches {
 		out[b.base] = b
 	}
-	return out, nil
+	return out, l.controls, nil
 }
 
 // fetch answers a Fetch with kfake's answer, rebuilt batches restored.
@@ -189,7 +213,7 @@ func (k *Cleaner) fetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	k.c.fake.KeepControl()
 	req := kreq.(*kmsg.FetchRequest)
 	k.mu.Lock()
-	idle := len(k.kept) == 0
+	idle := len(k.kept) == 0 && len(k.markers) == 0
 	k.mu.Unlock()
 	if idle || req.Version < 11 || req.Rack == cleanerRack {
 		return nil, nil, false
@@ -206,7 +230,7 @@ func (k *Cleaner) fetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	if err != nil {
 		return nil, fmt.Errorf("kafkatest.Cleaner: %w", err), true // the client reconnects and asks again
 	}
-	k.restore(req.Version, resp)
+	k.restore(req, resp)
 	return resp, nil, true
 }
 
@@ -244,23 +268,68 @@ func (k *Cleaner) client(v int16) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// restore gives every batch kfake rebuilt the last offset and codec Apache Kafka keeps.
-func (k *Cleaner) restore(version int16, resp *kmsg.FetchResponse) {
+// restore gives every batch kfake rebuilt the last offset and codec Apache Kafka keeps, and
+// puts back the markers kfake dropped.
+func (k *Cleaner) restore(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	fetchOffsets := map[cleanedPartition]int64{}
+	for _, rt := range req.Topics {
+		id := rt.TopicID
+		if req.Version < 13 {
+			id = k.ids[rt.Topic]
+		}
+		for _, rp := range rt.Partitions {
+			fetchOffsets[cleanedPartition{id, rp.Partition}] = rp.FetchOffset
+		}
+	}
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
 		id := rt.TopicID
-		if version < 13 {
+		if req.Version < 13 {
 			id = k.ids[rt.Topic]
 		}
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
-			if kept := k.kept[cleanedPartition{id, rp.Partition}]; kept != nil {
+			tp := cleanedPartition{id, rp.Partition}
+			if kept := k.kept[tp]; kept != nil {
 				rp.RecordBatches = restoreBatches(rp.RecordBatches, kept)
+			}
+			if markers := k.markers[tp]; markers != nil && rp.ErrorCode == 0 {
+				rp.RecordBatches = restoreMarkers(rp.RecordBatches, markers, max(fetchOffsets[tp], rp.LogStartOffset), rp.HighWatermark)
 			}
 		}
 	}
+}
+
+// restoreMarkers puts the markers from offset from on back among the batches of a fetch
+// answer: between the batches it holds, or all of those below the high watermark when it
+// holds none. A marker past its last batch waits for the fetch that reaches it, so that the
+// offsets in between are not taken for gaps.
+func restoreMarkers(raw []byte, markers map[int64][]byte, from, hw int64) []byte {
+	batches := splitBatches(raw)
+	rest := raw
+	for _, b := range batches {
+		rest = rest[len(b):]
+	}
+	until := hw
+	if len(batches) > 0 {
+		last := batches[len(batches)-1]
+		until = int64(binary.BigEndian.Uint64(last)) + int64(int32(binary.BigEndian.Uint32(last[23:]))) + 1
+	}
+	var add [][]byte
+	for _, at := range slices.Sorted(maps.Keys(markers)) {
+		if at >= from && at < until {
+			add = append(add, markers[at])
+		}
+	}
+	if len(add) == 0 {
+		return raw
+	}
+	merged := slices.SortedFunc(slices.Values(append(batches, add...)), func(a, b []byte) int {
+		return cmp.Compare(int64(binary.BigEndian.Uint64(a)), int64(binary.BigEndian.Uint64(b)))
+	})
+	return append(slices.Concat(merged...), rest...) // a partial batch at the end stays last
 }
 
 func restoreBatches(raw []byte, kept map[int64]keptBatch) []byte {

@@ -137,3 +137,45 @@ func TestStrictCleanerEveryCodec(t *testing.T) {
 		}
 	}
 }
+
+// A marker whose producer has no data left stays, as in Apache Kafka until delete.retention.ms;
+// kfake alone drops it.
+func TestStrictCleanerKeepsMarkers(t *testing.T) {
+	for _, cleaner := range []bool{false, true} {
+		c := New(t)
+		c.CreateTopic(t, "c", 1, compactConfig)
+		ctx := testCtx(t)
+		cl := c.Client(t)
+		var k *Cleaner
+		if cleaner {
+			k = NewCleaner(t, c)
+		}
+		now := time.Now().UnixMilli() // older records would fall to retention
+		mustProduce(t, cl, "c", 0, kv("z", "0", now))
+		txp := c.Client(t, kgo.TransactionalID("aborts"), kgo.DefaultProduceTopic("c"))
+		if err := txp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := txp.ProduceSync(ctx, &kgo.Record{Key: []byte("a"), Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := txp.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			t.Fatal(err)
+		}
+		waitOffsets(t, cl, "c", 0, offsets{0, 3, 3})
+		mustProduce(t, cl, "c", 0, kv("b", "1", now))
+		mustProduce(t, cl, "c", 0, kv("b", "2", now))
+		if cleaner {
+			k.Clean(t)
+		} else {
+			c.Fake().Compact()
+		}
+		want := "d..dd" // kfake: the aborted data and its marker are gone
+		if cleaner {
+			want = "d.Ldd" // the marker stays; with its data gone it closes nothing
+		}
+		if got := layout(readLog(t, cl, "c", 0)); got != want {
+			t.Fatalf("cleaner %v: log %q, want %q", cleaner, got, want)
+		}
+	}
+}
