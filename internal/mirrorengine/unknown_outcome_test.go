@@ -70,3 +70,53 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A worker dies with a produce on its way; the next worker (a new mirror with clients of its
+// own) starts before the late produce lands. It continues the partition's data producer — or,
+// where the partition does not list it, bumps its epoch — so the late batch is deduplicated
+// or rejected, never appended a second time.
+func TestMirrorUnknownOutcomeAcrossWorkers(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	unknownOutcomeAcrossWorkers(t, src, dst, "late")
+}
+
+func TestKafkaMirrorUnknownOutcomeAcrossWorkers(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		unknownOutcomeAcrossWorkers(t, src, dst, topicFor(t, ""))
+	})
+}
+
+func unknownOutcomeAcrossWorkers(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+	src.CreateTopic(t, topic, 1, nil)
+	dst.CreateTopic(t, topic, 1, nil)
+	prod := manualProducer(t, src)
+	produceSync(t, prod, records(topic, 0, 100, "before")...)
+
+	faults := &kafkatest.ProduceFaults{}
+	first := NewPartitionMirror(src.Client(t), dst.Client(t, faults.Opt()), PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: true})
+	ctx, kill := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- first.Run(ctx) }()
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+
+	faults.HoldNext(3 * time.Second)
+	produceSync(t, prod, records(topic, 0, 20, "held")...)
+	waitFor(t, "a produce to be held", func() bool { return faults.Fired() == 1 })
+	kill()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+
+	next := NewPartitionMirror(src.Client(t), dst.Client(t), PartitionConfig{Mirror: "m1", Topic: topic})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { errc <- next.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-errc })
+	waitFor(t, "the held produce to be delivered", func() bool { return faults.Delivered() == 1 })
+	produceSync(t, prod, records(topic, 0, 10, "after")...)
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	select {
+	case err := <-errc:
+		t.Fatalf("the next worker's mirror stopped: %v", err)
+	default:
+	}
+}
