@@ -27,6 +27,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
 
@@ -46,6 +47,19 @@ type Config struct {
 	State     StateConfig
 	Retry     RetryConfig
 	Log       LogConfig
+	Group     GroupConfig
+}
+
+// GroupConfig is the worker's membership in the group of the workers that share the
+// destination (internal/membership).
+type GroupConfig struct {
+	Name     string
+	WorkerID string // default: host name and API port
+	// AdvertisedURL is where the other workers reach this worker's API to forward commands;
+	// default: the URL of the API listener.
+	AdvertisedURL     string
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
 }
 
 // DestinationConfig is the connection to the destination cluster.
@@ -108,7 +122,11 @@ type LogConfig struct {
 // clusters in a busy loop, above them a fault that has passed keeps it failed for hours.
 var (
 	initialBackoffRange = api.DurationRange{Min: 10 * time.Millisecond, Max: time.Hour}
-	maxBackoffRange     = api.DurationRange{Min: 100 * time.Millisecond, Max: 24 * time.Hour}
+	// The coordinator bounds the session timeout too (group.min/max.session.timeout.ms,
+	// 6s and 30m by default); a short one is for tests, with a lowered minimum.
+	sessionTimeoutRange    = api.DurationRange{Min: 500 * time.Millisecond, Max: 30 * time.Minute}
+	heartbeatIntervalRange = api.DurationRange{Min: 50 * time.Millisecond, Max: time.Minute}
+	maxBackoffRange        = api.DurationRange{Min: 100 * time.Millisecond, Max: 24 * time.Hour}
 )
 
 // minTokenLen is the shortest API token the worker accepts: a guessable token is no
@@ -123,6 +141,7 @@ func defaultConfig() Config {
 		// .max.backoff.ms 300000, .max.attempts 20.
 		Retry: RetryConfig{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Minute, MaxAttempts: 20},
 		Log:   LogConfig{Format: "json", Level: "info"},
+		Group: GroupConfig{Name: membership.DefaultGroup, SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second},
 	}
 }
 
@@ -250,6 +269,16 @@ var settings = []*setting{
 		set: duration(maxBackoffRange, func(c *Config) *time.Duration { return &c.Retry.MaxBackoff })},
 	{key: "retry.max_attempts", usage: "automatic retries before a failure waits for the operator (default 20; 0 disables)",
 		set: integer(16, func(c *Config, n int64) { c.Retry.MaxAttempts = int16(n) })},
+	{key: "group.name", usage: fmt.Sprintf("group of the workers that share the destination and split its work (default %s)", membership.DefaultGroup),
+		set: str(func(c *Config) *string { return &c.Group.Name })},
+	{key: "group.worker_id", usage: "this worker's name in the group (default: host name and API port)",
+		set: str(func(c *Config) *string { return &c.Group.WorkerID })},
+	{key: "group.advertised_url", usage: "URL at which the other workers reach this worker's API to forward commands (default: the API listener's URL)",
+		set: str(func(c *Config) *string { return &c.Group.AdvertisedURL })},
+	{key: "group.session_timeout", usage: fmt.Sprintf("how long the group waits for a silent worker before moving its work, %s (default 10s)", sessionTimeoutRange),
+		set: duration(sessionTimeoutRange, func(c *Config) *time.Duration { return &c.Group.SessionTimeout })},
+	{key: "group.heartbeat_interval", usage: fmt.Sprintf("how often a worker proves its membership, %s (default 1s)", heartbeatIntervalRange),
+		set: duration(heartbeatIntervalRange, func(c *Config) *time.Duration { return &c.Group.HeartbeatInterval })},
 	{key: "log.format", usage: "log format: json or text (default json)",
 		set: str(func(c *Config) *string { return &c.Log.Format })},
 	{key: "log.level", usage: "log level: debug, info, warn or error (default info)",
@@ -487,6 +516,16 @@ func (c *Config) validate(embedded bool) error {
 	}
 	if c.Retry.MaxBackoff < c.Retry.InitialBackoff {
 		return cfgErr("%s (%v) is shorter than %s (%v)", named("retry.max_backoff"), c.Retry.MaxBackoff, named("retry.initial_backoff"), c.Retry.InitialBackoff)
+	}
+	if c.Group.Name == "" {
+		return cfgErr("%s must not be empty", named("group.name"))
+	}
+	if c.Group.SessionTimeout < 4*c.Group.HeartbeatInterval {
+		// The lease (60% of the session timeout) must cover two heartbeat intervals.
+		return cfgErr("%s (%v) must be at least four times %s (%v)", named("group.session_timeout"), c.Group.SessionTimeout, named("group.heartbeat_interval"), c.Group.HeartbeatInterval)
+	}
+	if u := c.Group.AdvertisedURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return cfgErr("%s must be an http:// or https:// URL, not %q", named("group.advertised_url"), u)
 	}
 	if !slices.Contains([]string{"json", "text"}, c.Log.Format) {
 		return cfgErr("%s must be json or text, not %q", named("log.format"), c.Log.Format)

@@ -32,6 +32,13 @@ type Config struct {
 	// StallAfter is how long the sessions of a MIRRORING partition may fail before it is
 	// reported stalled; default DefaultStallAfter.
 	StallAfter time.Duration
+	// Placement, when set, makes the engine one of several workers of the destination: it
+	// runs only the partitions and metadata syncs it is given (see Placement). Nil: it runs
+	// everything itself.
+	Placement Placement
+	// FollowInterval is how often a placed engine rereads __mirror_state for the other
+	// workers' writes; default DefaultFollowInterval.
+	FollowInterval time.Duration
 }
 
 // Engine is the control plane: it validates and applies the KIP's commands, records them
@@ -57,6 +64,7 @@ type Engine struct {
 	sources map[string]*kgo.Client // by mirror name
 	runners map[partitionKey]*runner
 	syncers map[string]*syncer // by mirror name
+	place   placement          // with a Placement only
 }
 
 type partitionKey struct {
@@ -100,11 +108,15 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, dst: newCluster("destination", cfg.Destination), dstID: dstID, store: store,
 		ctx: runCtx, cancel: cancel, sources: map[string]*kgo.Client{}, runners: map[partitionKey]*runner{},
-		syncers: map[string]*syncer{},
+		syncers: map[string]*syncer{}, place: newPlacement(),
 	}
 	for _, m := range store.Mirrors() {
 		e.startSyncer(m.Name)
 		e.resumeTopics(ctx, m.Name)
+	}
+	if cfg.Placement != nil {
+		e.wg.Add(1)
+		go e.follow()
 	}
 	return e, nil
 }
@@ -191,14 +203,21 @@ func (e *Engine) dropSource(mirror string) {
 	}
 }
 
-// runner returns the partition's runner, starting it if needed.
+// runner returns the partition's runner, starting it if needed; with a Placement, only
+// while this engine owns the partition (nil otherwise).
 func (e *Engine) runner(k partitionKey) *runner {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if r := e.runners[k]; r != nil {
 		return r
 	}
-	r := newRunner(e, k)
+	parent := e.ctx
+	if e.cfg.Placement != nil {
+		if parent = e.place.partitionOwned(e.cfg.Placement, k); parent == nil {
+			return nil // runs where it is owned
+		}
+	}
+	r := newRunner(parent, e, k)
 	e.runners[k] = r
 	e.wg.Add(1)
 	go func() {

@@ -57,7 +57,13 @@ func (e *Engine) startSyncer(mirror string) {
 	if e.syncers[mirror] != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
+	parent := e.ctx
+	if e.cfg.Placement != nil {
+		if parent = e.place.syncOwned(e.cfg.Placement, mirror); parent == nil {
+			return // runs where it is owned
+		}
+	}
+	ctx, cancel := context.WithCancel(parent)
 	s := &syncer{e: e, mirror: mirror, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	e.syncers[mirror] = s
 	go s.run(ctx)
