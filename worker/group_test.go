@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+// groupSession is the workers' session timeout in these tests: short, so that moving the
+// work of a dead worker takes seconds. The destination must allow it.
+const groupSession = 2 * time.Second
+
+// groupEnv is the environment of one worker of a three-worker group on dst.
+func groupEnv(dst *kafkatest.Cluster) []string {
+	return workerEnv(dst, "KAFKAMIRROR_GROUP_SESSION_TIMEOUT="+groupSession.String(), "KAFKAMIRROR_GROUP_HEARTBEAT_INTERVAL=200ms",
+		"KAFKAMIRROR_LOG_LEVEL=info")
+}
+
+// allowShortSessions lowers the kfake destination's group.min.session.timeout.ms.
+func allowShortSessions(t *testing.T, dst *kafkatest.Cluster) {
+	t.Helper()
+	min := "500"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := dst.Admin(t).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "group.min.session.timeout.ms", Value: &min}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// localStates is how many partitions the worker runs itself, by state (its /metrics).
+func localStates(t *testing.T, w *workerProc) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, s := range scrape(t, w.URL) {
+		if s.name == "kafkamirror_partitions" && s.value > 0 {
+			out[s.labels["state"]] = s.value
+		}
+	}
+	return out
+}
+
+// TestWorkerGroupKillOne runs three workers on one destination: the partitions spread over
+// them, commands given to any worker apply once, and when one worker is SIGKILLed its
+// partitions are MIRRORING on the others within the session timeout plus a few seconds,
+// with logs identical to the source's.
+func TestWorkerGroupKillOne(t *testing.T) {
+	kafkatest.RequireFake(t) // the real-broker tier needs a destination with short sessions allowed
+	t.Parallel()
+	const partitions = 120
+	src, dst := kafkatest.Pair(t)
+	allowShortSessions(t, dst)
+	src.CreateTopic(t, "events", partitions, nil)
+	prod := src.Client(t)
+	produce(t, prod, "events", 0, 2000)
+
+	env := groupEnv(dst)
+	workers := []*workerProc{startWorker(t, env), startWorker(t, env), startWorker(t, env)}
+	ctx := ctxT(t)
+
+	// Two creates of one mirror through two workers at once: one outcome.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = workers[i+1].Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "g", Source: api.SourceConnection{BootstrapServers: src.Addrs()}})
+		}()
+	}
+	wg.Wait()
+	var created int
+	for _, err := range errs {
+		var ae *api.Error
+		switch {
+		case err == nil:
+			created++
+		case errors.As(err, &ae) && ae.Code == api.CodeClusterMirrorAlreadyExists:
+		default:
+			t.Fatalf("concurrent create: %v", err)
+		}
+	}
+	if created != 1 {
+		t.Fatalf("concurrent creates through two workers: %d succeeded (%v), want exactly 1", created, errs)
+	}
+
+	if res, err := workers[2].Client.StartTopics(ctx, "g", []string{"events"}, ""); err != nil || res[0].Err() != nil {
+		t.Fatalf("start: %+v, %v", res, err)
+	}
+	waitTopic(t, workers[0].Client, "g", "events", "every partition MIRRORING with lag 0, seen from any worker", caughtUp(api.StateMirroring))
+	waitFor(t, 30*time.Second, "the partitions spread over the three workers", func() (bool, string) {
+		var counts []float64
+		total := 0.0
+		for _, w := range workers {
+			n := localStates(t, w)[api.StateMirroring]
+			counts = append(counts, n)
+			total += n
+		}
+		for _, n := range counts {
+			if n < partitions/3-1 || n > partitions/3+1 {
+				return false, fmt.Sprintf("MIRRORING per worker: %v", counts)
+			}
+		}
+		return total == partitions, fmt.Sprintf("MIRRORING per worker: %v", counts)
+	})
+
+	workers[0].Kill()
+	<-workers[0].Done()
+	killed := time.Now()
+	waitFor(t, groupSession+10*time.Second, "the dead worker's partitions MIRRORING on the others", func() (bool, string) {
+		a, b := localStates(t, workers[1])[api.StateMirroring], localStates(t, workers[2])[api.StateMirroring]
+		return a+b == partitions, fmt.Sprintf("MIRRORING: %v + %v", a, b)
+	})
+	t.Logf("the dead worker's partitions were MIRRORING on the others %v after the kill", time.Since(killed).Round(100*time.Millisecond))
+	produce(t, prod, "events", 2000, 2000)
+	waitTopic(t, workers[1].Client, "g", "events", "every partition caught up on the two workers left", caughtUp(api.StateMirroring))
+	kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
+
+	// The describe of either worker left, and its readiness.
+	for _, w := range workers[1:] {
+		if code, body := w.raw(t, http.MethodGet, "/readyz", "", ""); code != http.StatusOK {
+			t.Fatalf("readyz: %d %s", code, body)
+		}
+	}
+}
