@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,4 +132,55 @@ func TestWorkerGroupKillOne(t *testing.T) {
 			t.Fatalf("readyz: %d %s", code, body)
 		}
 	}
+}
+
+// TestWorkerGroupZombie pauses a worker (SIGSTOP) past its session timeout while data flows:
+// its partitions move to the other worker; resumed (SIGCONT), it writes nothing more to
+// them: no partition FAILED (a stale write would be caught by the offset check), the logs
+// stay identical, and its log says it stood down.
+func TestWorkerGroupZombie(t *testing.T) {
+	kafkatest.RequireFake(t)
+	t.Parallel()
+	const partitions = 40
+	src, dst := kafkatest.Pair(t)
+	allowShortSessions(t, dst)
+	src.CreateTopic(t, "events", partitions, nil)
+	prod := src.Client(t)
+	produce(t, prod, "events", 0, 1000)
+
+	env := groupEnv(dst)
+	zombie, other := startWorker(t, env), startWorker(t, env)
+	ctx := ctxT(t)
+	if _, err := other.Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "z", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := other.Client.StartTopics(ctx, "z", []string{"events"}, ""); err != nil || res[0].Err() != nil {
+		t.Fatalf("start: %+v, %v", res, err)
+	}
+	waitTopic(t, other.Client, "z", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
+	waitFor(t, 30*time.Second, "partitions on both workers", func() (bool, string) {
+		a, b := localStates(t, zombie)[api.StateMirroring], localStates(t, other)[api.StateMirroring]
+		return a > 0 && a+b == partitions, fmt.Sprintf("MIRRORING: %v + %v", a, b)
+	})
+
+	if err := zombie.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resume := sync.OnceFunc(func() { _ = zombie.Cmd.Process.Signal(syscall.SIGCONT) })
+	t.Cleanup(resume)
+	// Data arrives for the paused worker's partitions; the other takes them over.
+	produce(t, prod, "events", 1000, 1000)
+	waitFor(t, groupSession+10*time.Second, "every partition MIRRORING on the worker left", func() (bool, string) {
+		n := localStates(t, other)[api.StateMirroring]
+		return n == partitions, fmt.Sprintf("MIRRORING there: %v", n)
+	})
+	waitTopic(t, other.Client, "z", "events", "caught up without the paused worker", caughtUp(api.StateMirroring))
+
+	resume()
+	waitFor(t, 30*time.Second, "the resumed worker saying it stood down", func() (bool, string) {
+		return strings.Contains(zombie.Stderr.String(), "stood down"), "no such line yet"
+	})
+	produce(t, prod, "events", 2000, 1000)
+	kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
+	waitTopic(t, other.Client, "z", "events", "caught up after the resume, nothing FAILED", caughtUp(api.StateMirroring))
 }
