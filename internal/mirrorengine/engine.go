@@ -60,6 +60,9 @@ type Engine struct {
 
 	offsets offsetCache // the end offsets describes read last
 
+	refreshMu   sync.Mutex // one reread of __mirror_state at a time (catchUp)
+	lastRefresh time.Time
+
 	mu      sync.Mutex
 	sources map[string]*kgo.Client // by mirror name
 	runners map[partitionKey]*runner
@@ -482,8 +485,8 @@ func (e *Engine) topicStopped(mirror, topic string) bool {
 
 // topicFailed reports whether any partition of the topic is FAILED.
 func (e *Engine) topicFailed(mirror, topic string) bool {
-	for _, r := range e.topicRunners(mirror, topic) {
-		if r.Status().State == StateFailed {
+	for _, s := range e.topicStatuses(mirror, topic) {
+		if s.State == StateFailed {
 			return true
 		}
 	}
@@ -575,6 +578,9 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			} else {
 				r.send(Evaluate{})
 			}
+		}
+		if err := e.restartElsewhere(ctx, mirror, topic); err != nil {
+			return cmdErr(CodeUnknownServerError, "restarting the partitions of %q: %v", topic, err)
 		}
 		e.kickSyncer(mirror)
 		e.log.Info("mirror topic started", "mirror", mirror, "topic", topic, "divergence", divergence)

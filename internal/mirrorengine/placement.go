@@ -89,6 +89,16 @@ func (e *Engine) RunPartition(lease context.Context, id PartitionID) {
 	k := partitionKey{id.Mirror, id.Topic, id.Partition}
 	ctx, cancel := e.owned(lease)
 	defer cancel()
+	if err := e.catchUp(ctx, time.Now()); err != nil {
+		// Starting from a stale record could undo the previous owner's last step.
+		e.log.Warn("cannot reread __mirror_state; the partition waits", "mirror", id.Mirror, "topic", id.Topic, "partition", id.Partition, "error", err)
+		for e.catchUp(ctx, time.Now()) != nil && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
 	e.mu.Lock()
 	e.place.partitions[k] = ctx
 	e.mu.Unlock()
@@ -121,6 +131,57 @@ func (e *Engine) RunMirrorSync(lease context.Context, mirror string) {
 	delete(e.place.syncs, mirror)
 	e.mu.Unlock()
 	e.stopSyncer(mirror)
+}
+
+// topicStatuses is the status of every partition of the topic: its local runner's when it
+// runs here, else the one recorded (by whichever worker runs it).
+func (e *Engine) topicStatuses(mirror, topic string) map[int32]Status {
+	out := map[int32]Status{}
+	for p, rec := range e.store.Partitions(mirror, topic) {
+		out[p] = rec.Status
+	}
+	for _, r := range e.topicRunners(mirror, topic) {
+		out[r.key.partition] = r.Status()
+	}
+	return out
+}
+
+// restartElsewhere restarts the STOPPED and FAILED partitions of the topic that run on other
+// workers: the start command records their PREPARING itself, and their owner, which follows
+// __mirror_state, reloads its runner from that record.
+func (e *Engine) restartElsewhere(ctx context.Context, mirror, topic string) error {
+	if e.cfg.Placement == nil {
+		return nil
+	}
+	local := map[int32]bool{}
+	for _, r := range e.topicRunners(mirror, topic) {
+		local[r.key.partition] = true
+	}
+	for p, rec := range e.store.Partitions(mirror, topic) {
+		if local[p] || rec.Status.State != StateStopped && rec.Status.State != StateFailed {
+			continue
+		}
+		next, _, err := Next(rec.Status, DesiredMirroring, Restart{}, e.cfg.Retry)
+		if err != nil {
+			continue
+		}
+		if err := e.store.PutPartition(ctx, mirror, topic, p, PartitionRecord{Status: next, UpdatedAt: time.Now().UTC()}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// catchUp rereads __mirror_state unless a reread began after since: a unit handed over
+// here starts from its previous owner's last records, all acknowledged before the handover.
+func (e *Engine) catchUp(ctx context.Context, since time.Time) error {
+	e.refreshMu.Lock()
+	defer e.refreshMu.Unlock()
+	if e.lastRefresh.After(since) {
+		return nil
+	}
+	e.lastRefresh = time.Now()
+	return e.Refresh(ctx)
 }
 
 // partitionMirrored reports whether k's topic is in k's mirror and the mirror exists.
@@ -219,8 +280,17 @@ func (e *Engine) followed(ctx context.Context, changed []recordKey) {
 				}
 			}
 		case kindPartition:
-			if e.partitionMirrored(partitionKey{k.mirror, k.topic, k.partition}) {
-				e.runner(partitionKey{k.mirror, k.topic, k.partition})
+			// Another worker wrote it: the start command's restart, or the tombstones of a
+			// deletion. A runner here starts over from the record.
+			pk := partitionKey{k.mirror, k.topic, k.partition}
+			e.mu.Lock()
+			_, local := e.runners[pk]
+			e.mu.Unlock()
+			switch {
+			case local:
+				e.reloadRunner(pk)
+			case e.partitionMirrored(pk):
+				e.runner(pk)
 			}
 		}
 	}

@@ -200,8 +200,8 @@ func (s *syncer) cycle(ctx context.Context) {
 func (s *syncer) mirroringTopics() []string {
 	var out []string
 	for _, topic := range s.e.mirrorTopics(s.mirror) {
-		for _, r := range s.e.topicRunners(s.mirror, topic) {
-			if r.Status().State == StateMirroring {
+		for _, st := range s.e.topicStatuses(s.mirror, topic) {
+			if st.State == StateMirroring {
 				out = append(out, topic)
 				break
 			}
