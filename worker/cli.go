@@ -264,6 +264,28 @@ func listCommand(args []string, stdout, stderr io.Writer, getenv func(string) (s
 	})
 }
 
+// groupCommand lists the workers of the group and what each one runs.
+func groupCommand(args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) int {
+	c := newClientCLI("group", "[--json]", stderr)
+	asJSON := c.fs.Bool("json", false, "print the group as JSON")
+	return c.run(args, getenv, cliTimeout, func(ctx context.Context, cl *api.Client) error {
+		g, err := cl.Group(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, g)
+		}
+		fmt.Fprintf(stdout, "group %s, generation %d, %d workers\n", g.Name, g.Generation, len(g.Members))
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "WORKER\tVERSION\tAPI\tPARTITIONS\tMIRROR-SYNCS\tCOMMANDS")
+		for _, m := range g.Members {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%t\n", m.WorkerID, m.Version, m.APIURL, m.Partitions, strings.Join(m.MirrorSyncs, ","), m.Commands)
+		}
+		return tw.Flush()
+	})
+}
+
 // printMirrors prints the KIP tool's list table.
 func printMirrors(stdout io.Writer, mirrors []api.Mirror) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -19,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
@@ -31,6 +31,7 @@ import (
 type group struct {
 	log  *slog.Logger
 	self string // this worker's advertised API URL
+	name string // the group's name
 	// commandWait bounds how long a command waits for the group to have a commands owner.
 	commandWait time.Duration
 	member      atomic.Pointer[membership.Member]
@@ -41,6 +42,49 @@ type group struct {
 	cmdMu    sync.Mutex
 	cmdOwned bool
 	cmds     sync.WaitGroup
+
+	stoodDown prometheus.Counter
+}
+
+func newGroup(log *slog.Logger, commandWait time.Duration) *group {
+	return &group{log: log, commandWait: commandWait, stoodDown: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kafkamirror_group_stood_down_total",
+		Help: "Units this worker stopped because it could no longer prove it owned them (lease expired, fenced): the group may have moved them.",
+	})}
+}
+
+var (
+	groupOwnedDesc = prometheus.NewDesc("kafkamirror_group_owned_units",
+		"Units of work this worker owns, by kind: partition, mirror-sync, commands.", []string{"kind"}, nil)
+	groupMembersDesc    = prometheus.NewDesc("kafkamirror_group_members", "Workers in the group, as of this worker's last assignment.", nil, nil)
+	groupGenerationDesc = prometheus.NewDesc("kafkamirror_group_generation",
+		"Generation of the group's assignment this worker holds; it grows by one per rebalance.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (g *group) Describe(ch chan<- *prometheus.Desc) {
+	ch <- groupOwnedDesc
+	ch <- groupMembersDesc
+	ch <- groupGenerationDesc
+	g.stoodDown.Describe(ch)
+}
+
+// Collect implements prometheus.Collector; before the first assignment only the counter.
+func (g *group) Collect(ch chan<- prometheus.Metric) {
+	g.stoodDown.Collect(ch)
+	m := g.member.Load()
+	if m == nil {
+		return
+	}
+	owned := map[membership.Kind]int{}
+	for _, u := range m.Owned() {
+		owned[u.Kind]++
+	}
+	for _, k := range []membership.Kind{membership.KindPartition, membership.KindMirrorSync, membership.KindCommands} {
+		ch <- prometheus.MustNewConstMetric(groupOwnedDesc, prometheus.GaugeValue, float64(owned[k]), k.String())
+	}
+	ch <- prometheus.MustNewConstMetric(groupMembersDesc, prometheus.GaugeValue, float64(len(m.Members())))
+	ch <- prometheus.MustNewConstMetric(groupGenerationDesc, prometheus.GaugeValue, float64(m.Generation()))
 }
 
 // UnitsChanged implements mirrorengine.Placement.
@@ -90,6 +134,7 @@ func (g *group) run(ctx context.Context, u membership.Unit) {
 	}
 	if err := context.Cause(ctx); errors.Is(err, membership.ErrLeaseExpired) || errors.Is(err, membership.ErrFenced) {
 		// The zombie case: the group may have given the unit to another worker already.
+		g.stoodDown.Inc()
 		g.log.Warn("stood down: ownership could not be proven any more", "unit", u.String(), "reason", err)
 	}
 }
@@ -151,6 +196,7 @@ func (g *group) join(ctx context.Context, cfg GroupConfig, dst *kgo.Client, e *m
 	if err != nil {
 		return nil, err
 	}
+	g.name = cfg.Name
 	g.member.Store(m)
 	m.Rebalance() // the engine's units may have changed while joining
 	return m, nil
@@ -197,11 +243,41 @@ func commandsUnavailable(w http.ResponseWriter, msg string) {
 	writeError(w, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeCoordinatorLoadInProgress, Message: msg})
 }
 
-// defaultWorkerID names the worker after its host and API port.
-func defaultWorkerID(listen string) string {
+func (s *server) getGroup(w http.ResponseWriter, _ *http.Request, _ engineAPI) error {
+	var m *membership.Member
+	if s.group != nil {
+		m = s.group.member.Load()
+	}
+	if m == nil {
+		return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeCoordinatorLoadInProgress, Message: "this worker has not joined its group yet"}
+	}
+	out := api.Group{Name: s.group.name, Generation: m.Generation(), Members: []api.GroupMember{}}
+	for _, info := range m.Members() {
+		gm := api.GroupMember{WorkerID: info.WorkerID, Version: info.WorkerVersion, APIURL: info.APIAddress, MirrorSyncs: []string{}}
+		for _, u := range info.Owned {
+			switch u.Kind {
+			case membership.KindPartition:
+				gm.Partitions++
+			case membership.KindMirrorSync:
+				gm.MirrorSyncs = append(gm.MirrorSyncs, u.Mirror)
+			case membership.KindCommands:
+				gm.Commands = true
+			}
+		}
+		out.Members = append(out.Members, gm)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// defaultWorkerID names the worker after its host and the port its API listens on.
+func defaultWorkerID(apiURL string) string {
 	host, _ := os.Hostname()
-	_, port, _ := net.SplitHostPort(listen)
-	return fmt.Sprintf("%s:%s", host, port)
+	port := ""
+	if u, err := url.Parse(apiURL); err == nil {
+		port = u.Port()
+	}
+	return host + ":" + port
 }
 
 func workerVersion() string {

@@ -106,6 +106,11 @@ func TestWorkerGroupKillOne(t *testing.T) {
 			counts = append(counts, n)
 			total += n
 		}
+		for _, w := range workers {
+			if n, _ := metric(scrape(t, w.URL), "kafkamirror_group_owned_units", "kind", "partition"); n < partitions/3-1 {
+				return false, fmt.Sprintf("a worker owns %v partitions", n)
+			}
+		}
 		for _, n := range counts {
 			if n < partitions/3-1 || n > partitions/3+1 {
 				return false, fmt.Sprintf("MIRRORING per worker: %v", counts)
@@ -113,6 +118,12 @@ func TestWorkerGroupKillOne(t *testing.T) {
 		}
 		return total == partitions, fmt.Sprintf("MIRRORING per worker: %v", counts)
 	})
+
+	out, code := workers[1].cli(t, "group")
+	if code != 0 || strings.Count(out, "http://") != 3 || strings.Count(out, "true") != 1 {
+		t.Fatalf("kafkamirror-worker group: exit %d, want three workers, one applying the commands:\n%s", code, out)
+	}
+	t.Logf("kafkamirror-worker group:\n%s", out)
 
 	workers[0].Kill()
 	<-workers[0].Done()
@@ -126,12 +137,23 @@ func TestWorkerGroupKillOne(t *testing.T) {
 	waitTopic(t, workers[1].Client, "g", "events", "every partition caught up on the two workers left", caughtUp(api.StateMirroring))
 	kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
 
-	// The describe of either worker left, and its readiness.
 	for _, w := range workers[1:] {
 		if code, body := w.raw(t, http.MethodGet, "/readyz", "", ""); code != http.StatusOK {
 			t.Fatalf("readyz: %d %s", code, body)
 		}
 	}
+
+	// A failover and a restart given to different workers reach the partitions of both.
+	if res, err := workers[1].Client.StopTopics(ctx, "g", []string{"events"}); err != nil || res[0].Err() != nil {
+		t.Fatalf("stop: %+v, %v", res, err)
+	}
+	waitTopic(t, workers[2].Client, "g", "events", "every partition STOPPED", inState(api.StateStopped))
+	if res, err := workers[2].Client.StartTopics(ctx, "g", []string{"events"}, ""); err != nil || res[0].Err() != nil {
+		t.Fatalf("restart: %+v, %v", res, err)
+	}
+	produce(t, prod, "events", 4000, 1000)
+	waitTopic(t, workers[1].Client, "g", "events", "every partition MIRRORING again with lag 0", caughtUp(api.StateMirroring))
+	kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
 }
 
 // TestWorkerGroupZombie pauses a worker (SIGSTOP) past its session timeout while data flows:
@@ -180,6 +202,9 @@ func TestWorkerGroupZombie(t *testing.T) {
 	waitFor(t, 30*time.Second, "the resumed worker saying it stood down", func() (bool, string) {
 		return strings.Contains(zombie.Stderr.String(), "stood down"), "no such line yet"
 	})
+	if n, _ := metric(scrape(t, zombie.URL), "kafkamirror_group_stood_down_total"); n == 0 {
+		t.Fatal("kafkamirror_group_stood_down_total is 0 after standing down")
+	}
 	produce(t, prod, "events", 2000, 1000)
 	kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
 	waitTopic(t, other.Client, "z", "events", "caught up after the resume, nothing FAILED", caughtUp(api.StateMirroring))

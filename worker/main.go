@@ -78,6 +78,8 @@ func realMain(args []string, stdout, stderr io.Writer, getenv func(string) (stri
 		return topicCommandCLI(cmd)(args, stdout, stderr, getenv)
 	case "state":
 		return stateCommand(args, stdout, stderr, getenv)
+	case "group":
+		return groupCommand(args, stdout, stderr, getenv)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -102,6 +104,7 @@ Commands for a running worker (the KIP's kafka-cluster-mirrors.sh), through its 
   kafkamirror-worker pause --mirror M --topics T,...    stop copying; the topics stay read-only
   kafkamirror-worker resume --mirror M --topics T,...   copy paused topics again
   kafkamirror-worker state bad-records|show|remove      repair __mirror_state records that cannot be read
+  kafkamirror-worker group [--json]                     the workers sharing the destination and their work
 
 A change made here to a topic that Terraform manages is undone by the next terraform apply
 unless the configuration says the same. Run "kafkamirror-worker <command> -h" for the flags

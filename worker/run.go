@@ -215,7 +215,8 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 
 	slot := &engineSlot{}
 	m := newMetrics(slot, log)
-	grp := &group{log: log, commandWait: 2 * cfg.Group.SessionTimeout}
+	grp := newGroup(log, 2*cfg.Group.SessionTimeout)
+	m.reg.MustRegister(grp)
 	srv := newServer(cfg.API.Token, sealer != nil, log, slot, m.handler(log))
 	srv.group = grp
 	ln, err := net.Listen("tcp", cfg.API.Listen)
@@ -311,13 +312,13 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 // reports false when ctx ended first or the group refused this worker for good.
 func joinGroup(ctx context.Context, g *group, cfg Config, dst *kgo.Client, e *mirrorengine.Engine, apiURL string, slot *engineSlot, log *slog.Logger) bool {
 	gc := cfg.Group
+	if gc.WorkerID == "" {
+		gc.WorkerID = defaultWorkerID(apiURL)
+	}
 	if gc.AdvertisedURL != "" {
 		apiURL = gc.AdvertisedURL
 	}
 	g.self = apiURL
-	if gc.WorkerID == "" {
-		gc.WorkerID = defaultWorkerID(cfg.API.Listen)
-	}
 	backoff := 500 * time.Millisecond
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 30*time.Second+gc.SessionTimeout)

@@ -115,6 +115,7 @@ func newServer(token string, canSeal bool, log *slog.Logger, slot *engineSlot, m
 	m.Handle("GET /v1/state/bad-records", s.v1(s.badStateRecords))
 	m.Handle("GET /v1/state/records/{key...}", s.v1(s.getStateRecord))
 	m.Handle("DELETE /v1/state/records/{key...}", s.v1(s.removeStateRecord))
+	m.Handle("GET /v1/group", s.v1(s.getGroup))
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 	})

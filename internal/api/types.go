@@ -345,3 +345,23 @@ type StateRecord struct {
 type StateRecords struct {
 	Records []StateRecord `json:"records"`
 }
+
+// Group is the group of the workers that share a destination, as the answering worker
+// learnt it from its last assignment (GET /v1/group).
+type Group struct {
+	Name       string        `json:"name"`
+	Generation int32         `json:"generation"`
+	Members    []GroupMember `json:"members"`
+}
+
+// GroupMember is one worker of the group and the work it owns.
+type GroupMember struct {
+	WorkerID string `json:"worker_id"`
+	Version  string `json:"version"`
+	APIURL   string `json:"api_url"`
+	// Partitions counts the mirrored partitions it runs; MirrorSyncs names the mirrors whose
+	// metadata sync it runs; Commands is whether it applies the commands.
+	Partitions  int      `json:"partitions"`
+	MirrorSyncs []string `json:"mirror_syncs"`
+	Commands    bool     `json:"commands"`
+}
