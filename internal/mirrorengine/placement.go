@@ -257,17 +257,17 @@ func (e *Engine) Refresh(ctx context.Context) error {
 // client is rebuilt, its topics become units), a topic's mirror.name (its partitions become
 // units; the runners here evaluate the new desired state).
 func (e *Engine) followed(ctx context.Context, changed []recordKey) {
-	if len(changed) == 0 {
-		return
-	}
+	units := false // partitions new to this engine ask for a rebalance themselves (runner)
 	for _, k := range changed {
 		switch k.kind {
 		case kindMirror:
+			units = true
 			e.dropSource(k.mirror)
 			if _, ok := e.store.Mirror(k.mirror); ok {
 				e.resumeTopics(ctx, k.mirror)
 			}
 		case kindTopicConfig:
+			units = true
 			tc, ok := e.store.TopicConfig(k.topic)
 			if m, _ := ParseMirrorName(tc.MirrorName); ok && e.partitionMirrored(partitionKey{mirror: m, topic: k.topic}) {
 				if err := e.ensureRunners(ctx, m, k.topic); err != nil {
@@ -294,5 +294,7 @@ func (e *Engine) followed(ctx context.Context, changed []recordKey) {
 			}
 		}
 	}
-	e.cfg.Placement.UnitsChanged()
+	if units {
+		e.cfg.Placement.UnitsChanged()
+	}
 }
