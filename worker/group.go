@@ -202,6 +202,23 @@ func (g *group) join(ctx context.Context, cfg GroupConfig, dst *kgo.Client, e *m
 	return m, nil
 }
 
+// setWorkers names the worker that runs each partition of t.
+func (g *group) setWorkers(t *api.Topic) {
+	m := g.member.Load()
+	if m == nil {
+		return
+	}
+	byUnit := map[membership.Unit]string{}
+	for _, info := range m.Members() {
+		for _, u := range info.Owned {
+			byUnit[u] = info.WorkerID
+		}
+	}
+	for i := range t.Partitions {
+		t.Partitions[i].Worker = byUnit[membership.Partition(t.Mirror, t.Topic, t.Partitions[i].Partition)]
+	}
+}
+
 // notReady is why this worker is not a serving member of the group, "" when it is.
 func (g *group) notReady() string {
 	m := g.member.Load()

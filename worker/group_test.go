@@ -142,11 +142,27 @@ func TestWorkerGroupKillOne(t *testing.T) {
 			return total == partitions, fmt.Sprintf("MIRRORING per worker: %v", counts)
 		})
 
+		// Any worker's describe names the worker that runs each partition.
+		d, err := workers[0].Client.GetTopic(ctx, "g", "events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := map[string]int{}
+		for _, p := range d.Partitions {
+			runs[p.Worker]++
+		}
+		if len(runs) != 3 || runs[""] > 0 {
+			t.Fatalf("partitions per worker in the describe: %v, want three workers", runs)
+		}
 		out, code := workers[1].cli(t, "group")
 		if code != 0 || strings.Count(out, "http://") != 3 || strings.Count(out, "true") != 1 {
 			t.Fatalf("kafkamirror-worker group: exit %d, want three workers, one applying the commands:\n%s", code, out)
 		}
 		t.Logf("kafkamirror-worker group:\n%s", out)
+		out, code = workers[2].cli(t, "describe", "--mirror", "g", "--workers")
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || !strings.HasSuffix(lines[0], "WORKER") || len(lines) != partitions+1 || strings.Contains(out+"\n", " -\n") {
+			t.Fatalf("describe --workers: exit %d, want a WORKER of every partition:\n%s", code, out)
+		}
 
 		workers[0].Kill()
 		<-workers[0].Done()

@@ -7,7 +7,7 @@
 //	kafkamirror-worker [run] [flags]     run the worker (the default)
 //	kafkamirror-worker run --embedded    run it on two in-process clusters (same as demo)
 //	kafkamirror-worker demo [flags]      source 127.0.0.1:19092, destination 127.0.0.1:29092
-//	kafkamirror-worker describe [--mirror M] [--failed] [--json]
+//	kafkamirror-worker describe [--mirror M] [--failed] [--workers] [--json]
 //	kafkamirror-worker list [--json]
 //	kafkamirror-worker create --mirror M --mirror-config FILE
 //	kafkamirror-worker delete --mirror M
@@ -94,7 +94,7 @@ const usage = `Usage:
 
 Commands for a running worker (the KIP's kafka-cluster-mirrors.sh), through its API:
   kafkamirror-worker list [--json]                      the mirrors
-  kafkamirror-worker describe [--mirror M] [--failed] [--json]
+  kafkamirror-worker describe [--mirror M] [--failed] [--workers] [--json]
                                                         partitions: offsets, lag, state, errors
   kafkamirror-worker create --mirror M --mirror-config FILE
                                                         create a mirror (FILE: Kafka client properties)

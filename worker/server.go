@@ -570,6 +570,9 @@ func (s *server) getTopic(w http.ResponseWriter, r *http.Request, e engineAPI) e
 	}
 	t := topicToAPI(d)
 	t.Owner, _ = e.TopicOwner(d.Topic)
+	if s.group != nil {
+		s.group.setWorkers(&t)
+	}
 	writeJSON(w, http.StatusOK, t)
 	return nil
 }

@@ -311,6 +311,9 @@ type Partition struct {
 	// RetryAttempt counts automatic retries; -1 means the failure is not retryable and waits
 	// for the operator.
 	RetryAttempt int16 `json:"retry_attempt"`
+	// Worker is the group.worker_id of the worker that runs the partition, as the answering
+	// worker knows its group; empty while nobody runs it (a rebalance).
+	Worker string `json:"worker,omitempty"`
 }
 
 // Health is the body of /healthz and /readyz.
