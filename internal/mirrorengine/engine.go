@@ -280,6 +280,9 @@ var quiesceTimeout = 30 * time.Second
 // not settle within quiesceTimeout (a slow PREPARING or STOPPING), nothing is stopped.
 func (e *Engine) quiesceTopic(ctx context.Context, mirror, topic, reason string) ([]partitionKey, error) {
 	runners := e.topicRunners(mirror, topic)
+	if err := e.quietElsewhere(mirror, topic, runners); err != nil {
+		return nil, err
+	}
 	for _, r := range runners {
 		if !quiet(r.Status()) {
 			r.send(Fail{Err: reason, Retryable: false, Now: time.Now()})

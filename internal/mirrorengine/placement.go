@@ -3,7 +3,10 @@ package mirrorengine
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -168,6 +171,31 @@ func (e *Engine) restartElsewhere(ctx context.Context, mirror, topic string) err
 		if err := e.store.PutPartition(ctx, mirror, topic, p, PartitionRecord{Status: next, UpdatedAt: time.Now().UTC()}); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// quietElsewhere refuses to quiesce a topic whose partitions run on other workers and are
+// not quiet: this engine cannot stop them, and deleting the topic under them would let
+// them write into its successor.
+func (e *Engine) quietElsewhere(mirror, topic string, local []*runner) error {
+	if e.cfg.Placement == nil {
+		return nil
+	}
+	here := map[int32]bool{}
+	for _, r := range local {
+		here[r.key.partition] = true
+	}
+	statuses := e.topicStatuses(mirror, topic)
+	var busy []string
+	for _, p := range slices.Sorted(maps.Keys(statuses)) {
+		if !here[p] && !quiet(statuses[p]) {
+			busy = append(busy, fmt.Sprintf("%d (%s)", p, statuses[p].State))
+		}
+	}
+	if len(busy) > 0 {
+		return fmt.Errorf("partitions %s of topic %q run on other workers of the group and are not stopped, so the destination topic was not deleted; stop the topic first, then start it again",
+			strings.Join(busy, ", "), topic)
 	}
 	return nil
 }
