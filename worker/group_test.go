@@ -244,3 +244,41 @@ func TestWorkerGroupZombie(t *testing.T) {
 		waitTopic(t, other.Client, "z", "events", "caught up after the resume, nothing FAILED", caughtUp(api.StateMirroring))
 	})
 }
+
+// TestWorkerGroupRollingRestart restarts the three workers one after the other (SIGTERM, then
+// a new process) while records flow: each one hands its partitions over as it leaves, no
+// partition FAILS, and the logs end identical.
+func TestWorkerGroupRollingRestart(t *testing.T) {
+	t.Parallel()
+	const partitions = 30
+	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		prod, workers := startGroup(t, src, dst, partitions, 3)
+		ctx := ctxT(t)
+		if _, err := workers[0].Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "r", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := workers[0].Client.StartTopics(ctx, "r", []string{"events"}, ""); err != nil || res[0].Err() != nil {
+			t.Fatalf("start: %+v, %v", res, err)
+		}
+		waitTopic(t, workers[0].Client, "r", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
+
+		next := 1000
+		for i := range workers {
+			produce(t, prod, "events", next, 300)
+			next += 300
+			if code := workers[i].Terminate(t); code != 0 {
+				t.Fatalf("worker %d: exit code %d after SIGTERM", i, code)
+			}
+			produce(t, prod, "events", next, 300)
+			next += 300
+			workers[i] = startWorker(t, groupEnv(dst))
+			waitTopic(t, workers[i].Client, "r", "events", "every partition MIRRORING with lag 0 after restarting a worker", caughtUp(api.StateMirroring))
+		}
+		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
+		for i, w := range workers {
+			if n := localStates(t, w)[api.StateFailed]; n > 0 {
+				t.Fatalf("worker %d runs %v FAILED partitions", i, n)
+			}
+		}
+	})
+}
