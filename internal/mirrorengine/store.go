@@ -5,7 +5,9 @@ package mirrorengine
 // of its own; OpenStore rebuilds the whole view by reading the topic, and
 // every later write goes to the topic first and into the view only once the
 // broker acknowledged it (acks=all), so the view never claims more than is
-// durable. Exactly one engine writes a given destination's store.
+// durable. The workers of a group share the store, each key written by the
+// owner of what it describes (a partition's runner, the commands); Refresh
+// reads the others' writes.
 //
 // Loading reads each partition with raw Fetch requests through the engine's
 // own client rather than a consumer: a consumer would need a second client
