@@ -35,6 +35,14 @@ fi
 step "go vet"
 go vet ./...
 
+# kubectl builds the manifests offline (structure only: schema validation needs a cluster).
+step "Kubernetes manifests (deploy/kubernetes)"
+if command -v kubectl >/dev/null; then
+  kubectl kustomize deploy/kubernetes >/dev/null
+else
+  echo "kubectl not found: skipped"
+fi
+
 step "goreleaser check"
 gobin="$(go env GOBIN)"; [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
 if [ ! -x "$gobin/goreleaser" ]; then

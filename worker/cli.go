@@ -5,6 +5,7 @@ package main
 // client commands share (cli_commands.go has the others).
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -149,6 +150,7 @@ func describeCommand(args []string, stdout, stderr io.Writer, getenv func(string
 	mirror := c.fs.String("mirror", "", "describe only this mirror")
 	failed := c.fs.Bool("failed", false, "only FAILED partitions, with their retry attempt and error")
 	asJSON := c.fs.Bool("json", false, "print the topic descriptions as JSON")
+	workers := c.fs.Bool("workers", false, "add a WORKER column: the worker of the group that runs each partition")
 	return c.run(args, getenv, cliTimeout, func(ctx context.Context, cl *api.Client) error {
 		topics, err := describeTopics(ctx, cl, *mirror)
 		if err != nil {
@@ -161,22 +163,26 @@ func describeCommand(args []string, stdout, stderr io.Writer, getenv func(string
 			return printJSON(stdout, topics)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		worker := func(p api.Partition) string { return "" }
+		if *workers {
+			worker = func(p api.Partition) string { return "\t" + cmp.Or(p.Worker, "-") }
+		}
 		if *failed {
-			fmt.Fprintln(tw, "MIRROR\tTOPIC\tPARTITION\tRETRY\tERROR")
+			fmt.Fprintln(tw, "MIRROR\tTOPIC\tPARTITION\tRETRY\tERROR"+worker(api.Partition{Worker: "WORKER"}))
 		} else {
-			fmt.Fprintln(tw, "MIRROR\tTOPIC\tPARTITION\tSOURCE-OFFSET\tDESTINATION-OFFSET\tLAG\tSTATE\tNOTE")
+			fmt.Fprintln(tw, "MIRROR\tTOPIC\tPARTITION\tSOURCE-OFFSET\tDESTINATION-OFFSET\tLAG\tSTATE"+worker(api.Partition{Worker: "WORKER"})+"\tNOTE")
 		}
 		for _, t := range topics {
 			for _, p := range t.Partitions {
 				if *failed {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Mirror, t.Topic, p.Partition, retryText(p.RetryAttempt), oneLine(p.Error))
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s%s\n", t.Mirror, t.Topic, p.Partition, retryText(p.RetryAttempt), oneLine(p.Error), worker(p))
 					continue
 				}
 				lag := "-"
 				if p.SourceOffset >= 0 && p.DestinationOffset >= 0 {
 					lag = strconv.FormatInt(p.Lag, 10)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.Mirror, t.Topic, p.Partition, offsetText(p.SourceOffset), offsetText(p.DestinationOffset), lag, p.State, partitionNote(p, time.Now()))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s%s\t%s\n", t.Mirror, t.Topic, p.Partition, offsetText(p.SourceOffset), offsetText(p.DestinationOffset), lag, p.State, worker(p), partitionNote(p, time.Now()))
 			}
 		}
 		return tw.Flush()
@@ -285,6 +291,28 @@ func listCommand(args []string, stdout, stderr io.Writer, getenv func(string) (s
 			return printJSON(stdout, mirrors)
 		}
 		return printMirrors(stdout, mirrors)
+	})
+}
+
+// groupCommand lists the workers of the group and what each one runs.
+func groupCommand(args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) int {
+	c := newClientCLI("group", "[--json]", stderr)
+	asJSON := c.fs.Bool("json", false, "print the group as JSON")
+	return c.run(args, getenv, cliTimeout, func(ctx context.Context, cl *api.Client) error {
+		g, err := cl.Group(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, g)
+		}
+		fmt.Fprintf(stdout, "group %s, generation %d, %d workers\n", g.Name, g.Generation, len(g.Members))
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "WORKER\tVERSION\tAPI\tPARTITIONS\tMIRROR-SYNCS\tCOMMANDS")
+		for _, m := range g.Members {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%t\n", m.WorkerID, m.Version, m.APIURL, m.Partitions, strings.Join(m.MirrorSyncs, ","), m.Commands)
+		}
+		return tw.Flush()
 	})
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
 
@@ -51,6 +52,19 @@ type Config struct {
 	// describe and metrics report it stalled.
 	StallAfter time.Duration
 	Log        LogConfig
+	Group      GroupConfig
+}
+
+// GroupConfig is the worker's membership in the group of the workers that share the
+// destination (internal/membership).
+type GroupConfig struct {
+	Name     string
+	WorkerID string // default: host name and API port
+	// AdvertisedURL is where the other workers reach this worker's API to forward commands;
+	// default: the URL of the API listener.
+	AdvertisedURL     string
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
 }
 
 // DestinationConfig is the connection to the destination cluster.
@@ -117,6 +131,10 @@ var (
 	// Below a second every blip of a cluster reads as a stall; above an hour a partition
 	// that copies nothing goes unreported for too long.
 	stallAfterRange = api.DurationRange{Min: time.Second, Max: time.Hour}
+	// The coordinator bounds the session timeout too (group.min/max.session.timeout.ms,
+	// 6s and 30m by default); a short one is for tests, with a lowered minimum.
+	sessionTimeoutRange    = api.DurationRange{Min: 500 * time.Millisecond, Max: 30 * time.Minute}
+	heartbeatIntervalRange = api.DurationRange{Min: 50 * time.Millisecond, Max: time.Minute}
 )
 
 // minTokenLen is the shortest API token the worker accepts: a guessable token is no
@@ -132,6 +150,7 @@ func defaultConfig() Config {
 		Retry:      RetryConfig{InitialBackoff: kip.RetryInitialBackoff, MaxBackoff: kip.RetryMaxBackoff, MaxAttempts: kip.RetryMaxAttempts},
 		StallAfter: mirrorengine.DefaultStallAfter,
 		Log:        LogConfig{Format: "json", Level: "info"},
+		Group:      GroupConfig{Name: membership.DefaultGroup, SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second},
 	}
 }
 
@@ -261,6 +280,16 @@ var settings = []*setting{
 		set: integer(16, func(c *Config, n int64) { c.Retry.MaxAttempts = int16(n) })},
 	{key: "stall_after", usage: fmt.Sprintf("how long a MIRRORING partition's data path may fail to reach a cluster before describe and metrics report it stalled, %s (default %v)", stallAfterRange, mirrorengine.DefaultStallAfter),
 		set: duration(stallAfterRange, func(c *Config) *time.Duration { return &c.StallAfter })},
+	{key: "group.name", usage: fmt.Sprintf("group of the workers that share the destination and split its work (default %s)", membership.DefaultGroup),
+		set: str(func(c *Config) *string { return &c.Group.Name })},
+	{key: "group.worker_id", usage: "this worker's name in the group (default: host name and API port)",
+		set: str(func(c *Config) *string { return &c.Group.WorkerID })},
+	{key: "group.advertised_url", usage: "URL at which the other workers reach this worker's API to forward commands (default: the API listener's URL)",
+		set: str(func(c *Config) *string { return &c.Group.AdvertisedURL })},
+	{key: "group.session_timeout", usage: fmt.Sprintf("how long the group waits for a silent worker before moving its work, %s (default 10s)", sessionTimeoutRange),
+		set: duration(sessionTimeoutRange, func(c *Config) *time.Duration { return &c.Group.SessionTimeout })},
+	{key: "group.heartbeat_interval", usage: fmt.Sprintf("how often a worker proves its membership, %s (default 1s)", heartbeatIntervalRange),
+		set: duration(heartbeatIntervalRange, func(c *Config) *time.Duration { return &c.Group.HeartbeatInterval })},
 	{key: "log.format", usage: "log format: json or text (default json)",
 		set: str(func(c *Config) *string { return &c.Log.Format })},
 	{key: "log.level", usage: "log level: debug, info, warn or error (default info)",
@@ -510,6 +539,16 @@ func (c *Config) validate(embedded bool) error {
 	}
 	if c.Retry.MaxBackoff < c.Retry.InitialBackoff {
 		return cfgErr("%s (%v) is shorter than %s (%v)", named("retry.max_backoff"), c.Retry.MaxBackoff, named("retry.initial_backoff"), c.Retry.InitialBackoff)
+	}
+	if c.Group.Name == "" {
+		return cfgErr("%s must not be empty", named("group.name"))
+	}
+	if c.Group.SessionTimeout < 4*c.Group.HeartbeatInterval {
+		// The lease (60% of the session timeout) must cover two heartbeat intervals.
+		return cfgErr("%s (%v) must be at least four times %s (%v)", named("group.session_timeout"), c.Group.SessionTimeout, named("group.heartbeat_interval"), c.Group.HeartbeatInterval)
+	}
+	if u := c.Group.AdvertisedURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return cfgErr("%s must be an http:// or https:// URL, not %q", named("group.advertised_url"), u)
 	}
 	if !slices.Contains([]string{"json", "text"}, c.Log.Format) {
 		return cfgErr("%s must be json or text, not %q", named("log.format"), c.Log.Format)

@@ -7,7 +7,7 @@
 //	kafkamirror-worker [run] [flags]     run the worker (the default)
 //	kafkamirror-worker run --embedded    run it on two in-process clusters (same as demo)
 //	kafkamirror-worker demo [flags]      source 127.0.0.1:19092, destination 127.0.0.1:29092
-//	kafkamirror-worker describe [--mirror M] [--failed] [--json]
+//	kafkamirror-worker describe [--mirror M] [--failed] [--workers] [--json]
 //	kafkamirror-worker list [--json]
 //	kafkamirror-worker create --mirror M --mirror-config FILE
 //	kafkamirror-worker delete --mirror M
@@ -78,6 +78,8 @@ func realMain(args []string, stdout, stderr io.Writer, getenv func(string) (stri
 		return topicCommandCLI(cmd)(args, stdout, stderr, getenv)
 	case "state":
 		return stateCommand(args, stdout, stderr, getenv)
+	case "group":
+		return groupCommand(args, stdout, stderr, getenv)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -92,7 +94,7 @@ const usage = `Usage:
 
 Commands for a running worker (the KIP's kafka-cluster-mirrors.sh), through its API:
   kafkamirror-worker list [--json]                      the mirrors
-  kafkamirror-worker describe [--mirror M] [--failed] [--json]
+  kafkamirror-worker describe [--mirror M] [--failed] [--workers] [--json]
                                                         partitions: offsets, lag, state, errors
   kafkamirror-worker create --mirror M --mirror-config FILE
                                                         create a mirror (FILE: Kafka client properties)
@@ -102,6 +104,7 @@ Commands for a running worker (the KIP's kafka-cluster-mirrors.sh), through its 
   kafkamirror-worker pause --mirror M --topics T,...    stop copying; the topics stay read-only
   kafkamirror-worker resume --mirror M --topics T,...   copy paused topics again
   kafkamirror-worker state bad-records|show|remove      repair __mirror_state records that cannot be read
+  kafkamirror-worker group [--json]                     the workers sharing the destination and their work
 
 A change made here to a topic that Terraform manages is undone by the next terraform apply
 unless the configuration says the same. Run "kafkamirror-worker <command> -h" for the flags

@@ -20,6 +20,12 @@ package main
 //	                                                        have failed for the stall threshold
 //	kafkamirror_partition_stalled_seconds{mirror,topic,partition}  how long, per stalled partition
 //	kafkamirror_state_bad_records{kind}                     unreadable __mirror_state records
+//	kafkamirror_group_owned_units{kind}                     units this worker owns in its group
+//	kafkamirror_group_members, kafkamirror_group_generation the group as this worker sees it
+//	kafkamirror_group_stood_down_total                      units stopped for lost ownership
+//
+// In a group of several workers the partition state and stalled gauges count the partitions
+// this worker runs (sum them over the workers); the lag gauges cover every partition.
 
 import (
 	"context"

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
 
@@ -215,7 +216,10 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 
 	slot := &engineSlot{}
 	m := newMetrics(slot, log)
+	grp := newGroup(log, 2*cfg.Group.SessionTimeout)
+	m.reg.MustRegister(grp)
 	srv := newServer(cfg.API.Token, sealer != nil, log, slot, m.handler(log))
+	srv.group = grp
 	ln, err := net.Listen("tcp", cfg.API.Listen)
 	if err != nil {
 		log.Error("the HTTP API cannot listen", "address", cfg.API.Listen, "error", err)
@@ -257,7 +261,12 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 			StallAfter: cfg.StallAfter,
 			Logger:     log,
 			Observer:   m,
+			Placement:  grp,
 		}, slot, log)
+		if e != nil && !joinGroup(runCtx, grp, cfg, dst, e, apiURL, slot, log) {
+			e.Close()
+			e = nil
+		}
 		if e != nil {
 			slot.set(e)
 			line := "kafkamirror-worker ready: api=" + apiURL
@@ -288,10 +297,58 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 	}
 	cancel()
 	if e := <-opened; e != nil {
+		if member := grp.member.Load(); member != nil {
+			// Leaving first hands the units over at once: the others need not wait out
+			// this worker's session timeout.
+			if err := member.Leave(shutdownCtx); err != nil {
+				log.Warn("leaving the group failed", "error", err)
+			}
+		}
 		e.Close()
 	}
 	log.Info("kafkamirror worker stopped")
 	return code
+}
+
+// joinGroup joins the group of the destination's workers, retrying until ctx ends; it
+// reports false when ctx ended first or the group refused this worker for good.
+func joinGroup(ctx context.Context, g *group, cfg Config, dst *kgo.Client, e *mirrorengine.Engine, apiURL string, slot *engineSlot, log *slog.Logger) bool {
+	gc := cfg.Group
+	if gc.WorkerID == "" {
+		gc.WorkerID = defaultWorkerID(apiURL)
+	}
+	if gc.AdvertisedURL != "" {
+		apiURL = gc.AdvertisedURL
+	}
+	g.self = apiURL
+	backoff := 500 * time.Millisecond
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 30*time.Second+gc.SessionTimeout)
+		member, err := g.join(attempt, gc, dst, e, apiURL, cfg.State.Topic)
+		cancel()
+		if err == nil {
+			log.Info("joined the group of the destination's workers", "group", gc.Name, "worker_id", gc.WorkerID,
+				"members", len(member.Members()), "owned_units", len(member.Owned()))
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		var refused *membership.IncompatibleError
+		if errors.As(err, &refused) {
+			log.Error("the group of the destination's workers refused this worker; it will not mirror", "error", err)
+			slot.setWaiting(err.Error())
+			return false
+		}
+		log.Warn("joining the group failed; retrying", "group", gc.Name, "error", err, "backoff", backoff)
+		slot.setWaiting("joining group " + gc.Name + ": " + err.Error())
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
 }
 
 // openEngine opens the engine, retrying with back-off until it succeeds or ctx ends (nil):

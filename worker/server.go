@@ -51,6 +51,7 @@ type engineAPI interface {
 	BadStateRecords() []mirrorengine.StateRecord
 	StateRecord(key string) (mirrorengine.StateRecord, error)
 	RemoveStateRecord(ctx context.Context, key string, force bool) error
+	Refresh(ctx context.Context) error
 }
 
 // engineSlot holds the engine once it is open; the API answers 503 until then.
@@ -91,6 +92,10 @@ type server struct {
 	// ownerMu makes a topic command's owner check, the command and the owner's record one
 	// step (api.TopicsRequest.Owner).
 	ownerMu sync.Mutex
+	// group, when set, is the worker's group membership: commands that change
+	// __mirror_state are applied by the worker that owns the commands unit, and the others
+	// forward them there.
+	group *group
 }
 
 func newServer(token string, canSeal bool, log *slog.Logger, slot *engineSlot, metrics http.Handler) *server {
@@ -110,6 +115,7 @@ func newServer(token string, canSeal bool, log *slog.Logger, slot *engineSlot, m
 	m.Handle("GET /v1/state/bad-records", s.v1(s.badStateRecords))
 	m.Handle("GET /v1/state/records/{key...}", s.v1(s.getStateRecord))
 	m.Handle("DELETE /v1/state/records/{key...}", s.v1(s.removeStateRecord))
+	m.Handle("GET /v1/group", s.v1(s.getGroup))
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 	})
@@ -193,10 +199,33 @@ func (s *server) v1(h v1Handler) http.Handler {
 				Message: "the worker is not ready: " + s.slot.waitingFor()})
 			return
 		}
+		if s.group != nil && changesState(r) {
+			done, owner, err := s.group.beginCommand(r.Context(), r.Header.Get(forwardedHeader) != "")
+			switch {
+			case err != nil:
+				commandsUnavailable(w, err.Error())
+				return
+			case owner != "":
+				s.forward(w, r, owner)
+				return
+			}
+			defer done()
+			// The previous owner's last writes are acknowledged: read them before deciding.
+			if err := e.Refresh(r.Context()); err != nil {
+				s.fail(w, r, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeCoordinatorLoadInProgress,
+					Message: "rereading " + mirrorengine.DefaultStoreTopic + " before the command: " + err.Error()})
+				return
+			}
+		}
 		if err := h(w, r, e); err != nil {
 			s.fail(w, r, err)
 		}
 	})
+}
+
+// changesState reports whether a /v1 request is a command that changes __mirror_state.
+func changesState(r *http.Request) bool {
+	return r.Method != http.MethodGet && r.URL.Path != "/v1/source-topics"
 }
 
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -219,9 +248,16 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
-	if s.slot.get() == nil {
+	why := ""
+	switch {
+	case s.slot.get() == nil:
+		why = s.slot.waitingFor()
+	case s.group != nil:
+		why = s.group.notReady()
+	}
+	if why != "" {
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: "unavailable", Message: s.slot.waitingFor()})
+		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: "unavailable", Message: why})
 		return
 	}
 	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
@@ -536,6 +572,9 @@ func (s *server) getTopic(w http.ResponseWriter, r *http.Request, e engineAPI) e
 	}
 	t := topicToAPI(d)
 	t.Owner, _ = e.TopicOwner(d.Topic)
+	if s.group != nil {
+		s.group.setWorkers(&t)
+	}
 	writeJSON(w, http.StatusOK, t)
 	return nil
 }

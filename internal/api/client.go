@@ -136,6 +136,15 @@ func (c *Client) ListMirrors(ctx context.Context) ([]Mirror, error) {
 	return out.Mirrors, nil
 }
 
+// Group lists the workers of the answering worker's group and their work.
+func (c *Client) Group(ctx context.Context) (*Group, error) {
+	var out Group
+	if err := c.do(ctx, http.MethodGet, "/v1/group", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // GetMirror describes one cluster mirror.
 func (c *Client) GetMirror(ctx context.Context, mirror string) (*Mirror, error) {
 	var out Mirror

@@ -313,6 +313,9 @@ type Partition struct {
 	// RetryAttempt counts automatic retries; -1 means the failure is not retryable and waits
 	// for the operator.
 	RetryAttempt int16 `json:"retry_attempt"`
+	// Worker is the group.worker_id of the worker that runs the partition, as the answering
+	// worker knows its group; empty while nobody runs it (a rebalance).
+	Worker string `json:"worker,omitempty"`
 }
 
 // Health is the body of /healthz and /readyz.
@@ -346,4 +349,24 @@ type StateRecord struct {
 // sorted by key, without their values.
 type StateRecords struct {
 	Records []StateRecord `json:"records"`
+}
+
+// Group is the group of the workers that share a destination, as the answering worker
+// learnt it from its last assignment (GET /v1/group).
+type Group struct {
+	Name       string        `json:"name"`
+	Generation int32         `json:"generation"`
+	Members    []GroupMember `json:"members"`
+}
+
+// GroupMember is one worker of the group and the work it owns.
+type GroupMember struct {
+	WorkerID string `json:"worker_id"`
+	Version  string `json:"version"`
+	APIURL   string `json:"api_url"`
+	// Partitions counts the mirrored partitions it runs; MirrorSyncs names the mirrors whose
+	// metadata sync it runs; Commands is whether it applies the commands.
+	Partitions  int      `json:"partitions"`
+	MirrorSyncs []string `json:"mirror_syncs"`
+	Commands    bool     `json:"commands"`
 }

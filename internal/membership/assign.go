@@ -149,7 +149,8 @@ func plan(members []joinedMember, units []Unit, self memberMetadata) map[string]
 	}
 	shares := balance(accepted, units)
 	for i := range infos {
-		infos[i].Units = len(shares[infos[i].MemberID].Owned)
+		infos[i].Owned = shares[infos[i].MemberID].Owned
+		infos[i].Units = len(infos[i].Owned)
 	}
 	for id, s := range shares {
 		out[id] = assignment{Owned: s.Owned, Delayed: s.Delayed, Members: infos}

@@ -3,6 +3,7 @@ package membership
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 )
@@ -77,8 +78,12 @@ type MemberInfo struct {
 	WorkerID      string
 	WorkerVersion string
 	APIAddress    string
-	Units         int // units assigned in this generation
+	Units         int    // units assigned in this generation
+	Owned         []Unit // which ones: for status, and to find the owner of Commands
 }
+
+// Holds reports whether the member was assigned u in this generation.
+func (mi MemberInfo) Holds(u Unit) bool { return slices.Contains(mi.Owned, u) }
 
 // assignment is what the leader gives one member in SyncGroup.
 type assignment struct {
@@ -105,6 +110,10 @@ func (a *assignment) encode() []byte {
 		b = kbin.AppendString(b, m.APIAddress)
 		b = kbin.AppendInt32(b, int32(m.Units))
 	}
+	// Appended after the fields of the first encoding, for status: each member's units.
+	for _, m := range a.Members {
+		b = appendUnits(b, m.Owned)
+	}
 	return b
 }
 
@@ -120,6 +129,12 @@ func decodeAssignment(raw []byte) (assignment, error) {
 	for range max(r.ArrayLen(), 0) {
 		a.Members = append(a.Members, MemberInfo{MemberID: r.String(), WorkerID: r.String(),
 			WorkerVersion: r.String(), APIAddress: r.String(), Units: int(r.Int32())})
+	}
+	for i := range a.Members {
+		if len(r.Src) == 0 {
+			break // a leader that does not send them
+		}
+		a.Members[i].Owned = readUnits(&r)
 	}
 	if !r.Ok() {
 		return a, fmt.Errorf("assignment: %w", errUnreadable)

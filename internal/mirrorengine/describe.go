@@ -188,13 +188,10 @@ func (e *Engine) describeTopic(mirror, topic string, broken *CommandError, obs o
 	if d.Divergence == "" {
 		d.Divergence = "fail"
 	}
-	statuses := map[int32]Status{}
-	for p, rec := range e.store.Partitions(mirror, topic) {
-		statuses[p] = rec.Status
-	}
+	statuses := e.topicStatuses(mirror, topic)
 	runners := map[int32]*runner{}
 	for _, r := range e.topicRunners(mirror, topic) {
-		statuses[r.key.partition], runners[r.key.partition] = r.Status(), r
+		runners[r.key.partition] = r
 	}
 	now := time.Now()
 	for _, p := range slices.Sorted(maps.Keys(statuses)) {

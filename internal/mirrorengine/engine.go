@@ -35,6 +35,13 @@ type Config struct {
 	// StallAfter is how long the sessions of a MIRRORING partition may fail before it is
 	// reported stalled; default DefaultStallAfter.
 	StallAfter time.Duration
+	// Placement, when set, makes the engine one of several workers of the destination: it
+	// runs only the partitions and metadata syncs it is given (see Placement). Nil: it runs
+	// everything itself.
+	Placement Placement
+	// FollowInterval is how often a placed engine rereads __mirror_state for the other
+	// workers' writes; default DefaultFollowInterval.
+	FollowInterval time.Duration
 }
 
 // Engine is the control plane: it validates and applies the KIP's commands, records them
@@ -56,6 +63,9 @@ type Engine struct {
 
 	offsets offsetCache // the end offsets describes read last
 
+	refreshMu   sync.Mutex // one reread of __mirror_state at a time (catchUp)
+	lastRefresh time.Time
+
 	mu      sync.Mutex
 	sources map[string]*kgo.Client // by mirror name
 	runners map[partitionKey]*runner
@@ -64,6 +74,7 @@ type Engine struct {
 	// at storeDownAt; empty when it answered.
 	storeDown   string
 	storeDownAt time.Time
+	place       placement // with a Placement only
 }
 
 type partitionKey struct {
@@ -107,11 +118,15 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, dst: newCluster("destination", cfg.Destination), dstID: dstID, store: store,
 		ctx: runCtx, cancel: cancel, sources: map[string]*kgo.Client{}, runners: map[partitionKey]*runner{},
-		syncers: map[string]*syncer{},
+		syncers: map[string]*syncer{}, place: newPlacement(),
 	}
 	for _, m := range store.Mirrors() {
 		e.startSyncer(m.Name)
 		e.resumeTopics(ctx, m.Name)
+	}
+	if cfg.Placement != nil {
+		e.wg.Add(1)
+		go e.follow()
 	}
 	return e, nil
 }
@@ -198,14 +213,21 @@ func (e *Engine) dropSource(mirror string) {
 	}
 }
 
-// runner returns the partition's runner, starting it if needed.
+// runner returns the partition's runner, starting it if needed; with a Placement, only
+// while this engine owns the partition (nil otherwise).
 func (e *Engine) runner(k partitionKey) *runner {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if r := e.runners[k]; r != nil {
 		return r
 	}
-	r := newRunner(e, k)
+	parent := e.ctx
+	if e.cfg.Placement != nil {
+		if parent = e.place.partitionOwned(e.cfg.Placement, k); parent == nil {
+			return nil // runs where it is owned
+		}
+	}
+	r := newRunner(parent, e, k)
 	e.runners[k] = r
 	e.wg.Add(1)
 	go func() {
@@ -265,6 +287,9 @@ var quiesceTimeout = 30 * time.Second
 // not settle within quiesceTimeout (a slow PREPARING or STOPPING), nothing is stopped.
 func (e *Engine) quiesceTopic(ctx context.Context, mirror, topic, reason string) ([]partitionKey, error) {
 	runners := e.topicRunners(mirror, topic)
+	if err := e.quietElsewhere(mirror, topic, runners); err != nil {
+		return nil, err
+	}
 	for _, r := range runners {
 		if !quiet(r.Status()) {
 			r.send(Fail{Err: reason, Retryable: false, Now: time.Now()})
@@ -567,8 +592,8 @@ func (e *Engine) topicStopped(mirror, topic string) bool {
 
 // topicFailed reports whether any partition of the topic is FAILED.
 func (e *Engine) topicFailed(mirror, topic string) bool {
-	for _, r := range e.topicRunners(mirror, topic) {
-		if r.Status().State == StateFailed {
+	for _, s := range e.topicStatuses(mirror, topic) {
+		if s.State == StateFailed {
 			return true
 		}
 	}
@@ -662,6 +687,9 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			} else {
 				r.send(Evaluate{})
 			}
+		}
+		if err := e.restartElsewhere(ctx, mirror, topic); err != nil {
+			return cmdErr(CodeUnknownServerError, "restarting the partitions of %q: %v", topic, err)
 		}
 		e.kickSyncer(mirror)
 		e.log.Info("mirror topic started", "mirror", mirror, "topic", topic, "divergence", divergence)

@@ -3,6 +3,8 @@ package mirrorengine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,9 +105,10 @@ func (e *Engine) promoteReady(ctx context.Context, rec MirrorRecord, topic strin
 	var behind []string
 	for {
 		behind = behind[:0]
-		for _, r := range e.topicRunners(rec.Name, topic) {
-			if st := r.Status(); st.State != StateMirroring {
-				behind = append(behind, fmt.Sprintf("partition %d is %s", r.key.partition, st.State))
+		statuses := e.topicStatuses(rec.Name, topic)
+		for _, p := range slices.Sorted(maps.Keys(statuses)) {
+			if st := statuses[p]; st.State != StateMirroring {
+				behind = append(behind, fmt.Sprintf("partition %d is %s", p, st.State))
 			}
 		}
 		var askErr error
@@ -193,12 +196,10 @@ func (e *Engine) finishStop(ctx context.Context, mirror string, results []TopicR
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, stoppedTimeout)
 	for _, topic := range topics {
-		for _, r := range e.topicRunners(mirror, topic) {
-			for r.Status().State != StateStopped && waitCtx.Err() == nil {
-				select {
-				case <-waitCtx.Done():
-				case <-time.After(20 * time.Millisecond):
-				}
+		for !e.topicStopped(mirror, topic) && waitCtx.Err() == nil {
+			select {
+			case <-waitCtx.Done():
+			case <-time.After(20 * time.Millisecond):
 			}
 		}
 	}

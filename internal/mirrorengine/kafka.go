@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -150,12 +151,35 @@ func (c cluster) produce(ctx context.Context, leader int32, topic string, id [16
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 
-	var kreq kmsg.Request = req
-	if onWire != nil {
-		kreq = wireOrdered{req, onWire}
+	if err := leaseErr(ctx); err != nil {
+		return 0, err
 	}
-	kresp, err := c.cl.Broker(int(leader)).Request(ctx, kreq)
+	// Once the request is on its way, its answer is awaited even when ctx ends (bounded by
+	// the request's own timeout): whoever stops this writer relies on its return meaning
+	// that nothing it sent can still land (the next owner of the partition starts then).
+	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(req.TimeoutMillis)*time.Millisecond+10*time.Second)
+	defer cancel()
+	sent := make(chan struct{})
+	var once sync.Once
+	kreq := wireOrdered{req, func() {
+		once.Do(func() { close(sent) })
+		if onWire != nil {
+			onWire()
+		}
+	}}
+	stop := context.AfterFunc(ctx, func() {
+		select {
+		case <-sent:
+		default:
+			cancel()
+		}
+	})
+	defer stop()
+	kresp, err := c.cl.Broker(int(leader)).Request(reqCtx, kreq)
 	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
 		return 0, err
 	}
 	resp := kresp.(*kmsg.ProduceResponse)

@@ -47,8 +47,9 @@ type runner struct {
 	retry        *time.Timer
 }
 
-func newRunner(e *Engine, k partitionKey) *runner {
-	ctx, cancel := context.WithCancel(e.ctx)
+// newRunner makes the runner of k, which runs until parent ends or close.
+func newRunner(parent context.Context, e *Engine, k partitionKey) *runner {
+	ctx, cancel := context.WithCancel(parent)
 	r := &runner{
 		e: e, key: k, events: make(chan Event, 16), ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		log:       e.log.With("mirror", k.mirror, "topic", k.topic, "partition", k.partition),

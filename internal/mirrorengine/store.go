@@ -5,7 +5,9 @@ package mirrorengine
 // of its own; OpenStore rebuilds the whole view by reading the topic, and
 // every later write goes to the topic first and into the view only once the
 // broker acknowledged it (acks=all), so the view never claims more than is
-// durable. Exactly one engine writes a given destination's store.
+// durable. The workers of a group share the store, each key written by the
+// owner of what it describes (a partition's runner, the commands); Refresh
+// reads the others' writes.
 //
 // Loading reads each partition with raw Fetch requests through the engine's
 // own client rather than a consumer: a consumer would need a second client
@@ -99,6 +101,11 @@ type Store struct {
 	// Acknowledgements of concurrent writes can arrive in any order; an
 	// older write must not overwrite a newer one in the view.
 	applied map[string]uint64
+	// offsets is the store offset of the record last applied per key, tombstones included,
+	// and next the offset Refresh reads from per partition: records of one key share a
+	// partition, so a lower offset is an older write, whoever wrote it.
+	offsets map[string]int64
+	next    map[int32]int64
 
 	// testHookAcked, if set, runs after a write's acknowledgements and
 	// before the view is updated: tests use it to hold an older write back
@@ -242,7 +249,8 @@ func ReadStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig) (*Store, er
 	s, err := loadStore(ctx, cl, cfg, false, dropSecrets)
 	if errors.Is(err, kerr.TopicAuthorizationFailed) {
 		cfg.Logger.Info("no read access to the other cluster's mirror state: treated as no reverse mirror state", "topic", cfg.Topic)
-		return &Store{cl: cl, cfg: cfg, log: cfg.Logger, readOnly: true, v: newStoreView(), records: map[string]StateRecord{}, applied: map[string]uint64{}}, nil
+		return &Store{cl: cl, cfg: cfg, log: cfg.Logger, readOnly: true, v: newStoreView(), records: map[string]StateRecord{}, applied: map[string]uint64{},
+			offsets: map[string]int64{}, next: map[int32]int64{}}, nil
 	}
 	return s, err
 }
@@ -451,7 +459,8 @@ type storedRecord struct {
 // for ReadStore, where a missing topic is an empty store.
 func loadStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig, mustExist bool, mode secretMode) (*Store, error) {
 	// Only OpenStore's store (whose topic must exist) is writable.
-	s := &Store{cl: cl, cfg: cfg, log: cfg.Logger, readOnly: !mustExist, v: newStoreView(), records: map[string]StateRecord{}, applied: map[string]uint64{}}
+	s := &Store{cl: cl, cfg: cfg, log: cfg.Logger, readOnly: !mustExist, v: newStoreView(), records: map[string]StateRecord{}, applied: map[string]uint64{},
+		offsets: map[string]int64{}, next: map[int32]int64{}}
 	var (
 		id      [16]byte
 		leaders map[int32]int32
@@ -507,6 +516,12 @@ func loadStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig, mustExist b
 	}
 
 	latest := mergeStorePartitions(parts, perPart, s.log)
+	for p, end := range ends {
+		s.next[p] = end
+	}
+	for key, rec := range latest {
+		s.offsets[key] = rec.offset
+	}
 	var (
 		bad     []error // values that do not decode, by key
 		keyErrs []error // secrets the configured key did not open
@@ -1048,6 +1063,9 @@ func (s *Store) write(ctx context.Context, ws []pendingWrite) error {
 	if s.readOnly {
 		return ErrReadOnlyStore
 	}
+	if err := leaseErr(ctx); err != nil {
+		return err // a partition's state is recorded only by its owner
+	}
 	if len(ws) == 0 {
 		return nil
 	}
@@ -1116,7 +1134,10 @@ func (s *Store) apply(ws []pendingWrite, seqs []uint64, errs []error, written []
 		if seqs[i] < s.applied[key] {
 			continue // a later write of this key was acknowledged first
 		}
-		s.applied[key] = seqs[i]
+		if written[i].Offset < s.offsets[key] {
+			continue // Refresh applied a later write of another worker
+		}
+		s.applied[key], s.offsets[key] = seqs[i], written[i].Offset
 		s.v.apply(w.key, w.entry)
 		// A good value, or a tombstone, replaces a bad record of the key.
 		if w.value == nil {

@@ -56,7 +56,13 @@ func (e *Engine) startSyncer(mirror string) {
 	if e.syncers[mirror] != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
+	parent := e.ctx
+	if e.cfg.Placement != nil {
+		if parent = e.place.syncOwned(e.cfg.Placement, mirror); parent == nil {
+			return // runs where it is owned
+		}
+	}
+	ctx, cancel := context.WithCancel(parent)
 	s := &syncer{e: e, mirror: mirror, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	e.syncers[mirror] = s
 	go s.run(ctx)
@@ -193,8 +199,8 @@ func (s *syncer) cycle(ctx context.Context) {
 func (s *syncer) mirroringTopics() []string {
 	var out []string
 	for _, topic := range s.e.mirrorTopics(s.mirror) {
-		for _, r := range s.e.topicRunners(s.mirror, topic) {
-			if r.Status().State == StateMirroring {
+		for _, st := range s.e.topicStatuses(s.mirror, topic) {
+			if st.State == StateMirroring {
 				out = append(out, topic)
 				break
 			}

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+// groupSession is the workers' session timeout in these tests: short, so that moving the
+// work of a dead worker takes seconds. The destination must allow it.
+const groupSession = 2 * time.Second
+
+// groupEnv is the environment of one worker of a three-worker group on dst.
+func groupEnv(dst *kafkatest.Cluster) []string {
+	return workerEnv(dst, "KAFKAMIRROR_GROUP_SESSION_TIMEOUT="+groupSession.String(), "KAFKAMIRROR_GROUP_HEARTBEAT_INTERVAL=200ms",
+		"KAFKAMIRROR_LOG_LEVEL=info")
+}
+
+// onGroupTiers runs f on kfake and on the newest Kafka of the real-broker tier (whose group
+// coordinator is the real one), with a destination that allows short sessions.
+func onGroupTiers(t *testing.T, f func(t *testing.T, src, dst *kafkatest.Cluster)) {
+	t.Run("kfake", func(t *testing.T) {
+		kafkatest.RequireFake(t)
+		src, dst := kafkatest.Pair(t)
+		// kafkatest's BrokerConfig is for real brokers; kfake takes the setting at run time.
+		min := "500"
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := dst.Admin(t).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "group.min.session.timeout.ms", Value: &min}}); err != nil {
+			t.Fatal(err)
+		}
+		f(t, src, dst)
+	})
+	v := kafkatest.KafkaVersions()[0]
+	t.Run("kafka-"+v, func(t *testing.T) {
+		kafkatest.RequireKafka(t)
+		src := kafkatest.New(t, kafkatest.Kafka(v))
+		dst := kafkatest.New(t, kafkatest.Kafka(v), kafkatest.BrokerConfig("group.min.session.timeout.ms", "500"))
+		kafkatest.Tally(t, src.Broker()+" → "+dst.Broker())
+		f(t, src, dst)
+	})
+}
+
+// startGroup creates the topic "events" with 1,000 records on src and starts n workers of one
+// group on dst.
+func startGroup(t *testing.T, src, dst *kafkatest.Cluster, partitions int32, n int) (*kgo.Client, []*workerProc) {
+	t.Helper()
+	src.CreateTopic(t, "events", partitions, nil)
+	prod := src.Client(t)
+	produce(t, prod, "events", 0, 1000)
+	env := groupEnv(dst)
+	workers := make([]*workerProc, n)
+	for i := range workers {
+		workers[i] = startWorker(t, env)
+	}
+	return prod, workers
+}
+
+// localStates is how many partitions the worker runs itself, by state (its /metrics).
+func localStates(t *testing.T, w *workerProc) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, s := range scrape(t, w.URL) {
+		if s.name == "kafkamirror_partitions" && s.value > 0 {
+			out[s.labels["state"]] = s.value
+		}
+	}
+	return out
+}
+
+// TestWorkerGroupKillOne runs three workers on one destination: the partitions spread over
+// them, commands given to any worker apply once, and when one worker is SIGKILLed its
+// partitions are MIRRORING on the others within the session timeout plus a few seconds,
+// with logs identical to the source's.
+func TestWorkerGroupKillOne(t *testing.T) {
+	t.Parallel()
+	const partitions = 120
+	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		prod, workers := startGroup(t, src, dst, partitions, 3)
+		ctx := ctxT(t)
+
+		// Two creates of one mirror through two workers at once: one outcome.
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = workers[i+1].Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "g", Source: api.SourceConnection{BootstrapServers: src.Addrs()}})
+			}()
+		}
+		wg.Wait()
+		var created int
+		for _, err := range errs {
+			var ae *api.Error
+			switch {
+			case err == nil:
+				created++
+			case errors.As(err, &ae) && ae.Code == api.CodeClusterMirrorAlreadyExists:
+			default:
+				t.Fatalf("concurrent create: %v", err)
+			}
+		}
+		if created != 1 {
+			t.Fatalf("concurrent creates through two workers: %d succeeded (%v), want exactly 1", created, errs)
+		}
+
+		if res, err := workers[2].Client.StartTopics(ctx, "g", []string{"events"}, ""); err != nil || res[0].Err() != nil {
+			t.Fatalf("start: %+v, %v", res, err)
+		}
+		waitTopic(t, workers[0].Client, "g", "events", "every partition MIRRORING with lag 0, seen from any worker", caughtUp(api.StateMirroring))
+		waitFor(t, 30*time.Second, "the partitions spread over the three workers", func() (bool, string) {
+			var counts []float64
+			total := 0.0
+			for _, w := range workers {
+				n := localStates(t, w)[api.StateMirroring]
+				counts = append(counts, n)
+				total += n
+			}
+			for _, w := range workers {
+				if n, _ := metric(scrape(t, w.URL), "kafkamirror_group_owned_units", "kind", "partition"); n < partitions/3-1 {
+					return false, fmt.Sprintf("a worker owns %v partitions", n)
+				}
+			}
+			for _, n := range counts {
+				if n < partitions/3-1 || n > partitions/3+1 {
+					return false, fmt.Sprintf("MIRRORING per worker: %v", counts)
+				}
+			}
+			return total == partitions, fmt.Sprintf("MIRRORING per worker: %v", counts)
+		})
+
+		// Any worker's describe names the worker that runs each partition.
+		d, err := workers[0].Client.GetTopic(ctx, "g", "events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := map[string]int{}
+		for _, p := range d.Partitions {
+			runs[p.Worker]++
+		}
+		if len(runs) != 3 || runs[""] > 0 {
+			t.Fatalf("partitions per worker in the describe: %v, want three workers", runs)
+		}
+		out, code := workers[1].cli(t, "group")
+		if code != 0 || strings.Count(out, "http://") != 3 || strings.Count(out, "true") != 1 {
+			t.Fatalf("kafkamirror-worker group: exit %d, want three workers, one applying the commands:\n%s", code, out)
+		}
+		t.Logf("kafkamirror-worker group:\n%s", out)
+		out, code = workers[2].cli(t, "describe", "--mirror", "g", "--workers")
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || !strings.HasSuffix(lines[0], "WORKER") || len(lines) != partitions+1 || strings.Contains(out+"\n", " -\n") {
+			t.Fatalf("describe --workers: exit %d, want a WORKER of every partition:\n%s", code, out)
+		}
+
+		workers[0].Kill()
+		<-workers[0].Done()
+		killed := time.Now()
+		waitFor(t, groupSession+10*time.Second, "the dead worker's partitions MIRRORING on the others", func() (bool, string) {
+			a, b := localStates(t, workers[1])[api.StateMirroring], localStates(t, workers[2])[api.StateMirroring]
+			return a+b == partitions, fmt.Sprintf("MIRRORING: %v + %v", a, b)
+		})
+		t.Logf("the dead worker's partitions were MIRRORING on the others %v after the kill", time.Since(killed).Round(100*time.Millisecond))
+		produce(t, prod, "events", 1000, 2000)
+		waitTopic(t, workers[1].Client, "g", "events", "every partition caught up on the two workers left", caughtUp(api.StateMirroring))
+		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
+
+		for _, w := range workers[1:] {
+			if code, body := w.raw(t, http.MethodGet, "/readyz", "", ""); code != http.StatusOK {
+				t.Fatalf("readyz: %d %s", code, body)
+			}
+		}
+
+		// A failover and a restart given to different workers reach the partitions of both.
+		if res, err := workers[1].Client.StopTopics(ctx, "g", []string{"events"}); err != nil || res[0].Err() != nil {
+			t.Fatalf("stop: %+v, %v", res, err)
+		}
+		waitTopic(t, workers[2].Client, "g", "events", "every partition STOPPED", inState(api.StateStopped))
+		if res, err := workers[2].Client.StartTopics(ctx, "g", []string{"events"}, ""); err != nil || res[0].Err() != nil {
+			t.Fatalf("restart: %+v, %v", res, err)
+		}
+		produce(t, prod, "events", 3000, 1000)
+		waitTopic(t, workers[1].Client, "g", "events", "every partition MIRRORING again with lag 0", caughtUp(api.StateMirroring))
+		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
+	})
+}
+
+// TestWorkerGroupZombie pauses a worker (SIGSTOP) past its session timeout while data flows:
+// its partitions move to the other worker; resumed (SIGCONT), it writes nothing more to
+// them: no partition FAILED (a stale write would be caught by the offset check), the logs
+// stay identical, and its log says it stood down.
+func TestWorkerGroupZombie(t *testing.T) {
+	t.Parallel()
+	const partitions = 40
+	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		prod, workers := startGroup(t, src, dst, partitions, 2)
+		zombie, other := workers[0], workers[1]
+		ctx := ctxT(t)
+		if _, err := other.Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "z", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := other.Client.StartTopics(ctx, "z", []string{"events"}, ""); err != nil || res[0].Err() != nil {
+			t.Fatalf("start: %+v, %v", res, err)
+		}
+		waitTopic(t, other.Client, "z", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
+		waitFor(t, 30*time.Second, "partitions on both workers", func() (bool, string) {
+			a, b := localStates(t, zombie)[api.StateMirroring], localStates(t, other)[api.StateMirroring]
+			return a > 0 && a+b == partitions, fmt.Sprintf("MIRRORING: %v + %v", a, b)
+		})
+
+		if err := zombie.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		resume := sync.OnceFunc(func() { _ = zombie.Cmd.Process.Signal(syscall.SIGCONT) })
+		t.Cleanup(resume)
+		// Data arrives for the paused worker's partitions; the other takes them over.
+		produce(t, prod, "events", 1000, 1000)
+		waitFor(t, groupSession+10*time.Second, "every partition MIRRORING on the worker left", func() (bool, string) {
+			n := localStates(t, other)[api.StateMirroring]
+			return n == partitions, fmt.Sprintf("MIRRORING there: %v", n)
+		})
+		waitTopic(t, other.Client, "z", "events", "caught up without the paused worker", caughtUp(api.StateMirroring))
+
+		resume()
+		waitFor(t, 30*time.Second, "the resumed worker saying it stood down", func() (bool, string) {
+			return strings.Contains(zombie.Stderr.String(), "stood down"), "no such line yet"
+		})
+		if n, _ := metric(scrape(t, zombie.URL), "kafkamirror_group_stood_down_total"); n == 0 {
+			t.Fatal("kafkamirror_group_stood_down_total is 0 after standing down")
+		}
+		produce(t, prod, "events", 2000, 1000)
+		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
+		waitTopic(t, other.Client, "z", "events", "caught up after the resume, nothing FAILED", caughtUp(api.StateMirroring))
+	})
+}
+
+// TestWorkerGroupRollingRestart restarts the three workers one after the other (SIGTERM, then
+// a new process) while records flow: each one hands its partitions over as it leaves, no
+// partition FAILS, and the logs end identical.
+func TestWorkerGroupRollingRestart(t *testing.T) {
+	t.Parallel()
+	const partitions = 30
+	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		prod, workers := startGroup(t, src, dst, partitions, 3)
+		ctx := ctxT(t)
+		if _, err := workers[0].Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "r", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := workers[0].Client.StartTopics(ctx, "r", []string{"events"}, ""); err != nil || res[0].Err() != nil {
+			t.Fatalf("start: %+v, %v", res, err)
+		}
+		waitTopic(t, workers[0].Client, "r", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
+
+		next := 1000
+		for i := range workers {
+			produce(t, prod, "events", next, 300)
+			next += 300
+			if code := workers[i].Terminate(t); code != 0 {
+				t.Fatalf("worker %d: exit code %d after SIGTERM", i, code)
+			}
+			produce(t, prod, "events", next, 300)
+			next += 300
+			workers[i] = startWorker(t, groupEnv(dst))
+			waitTopic(t, workers[i].Client, "r", "events", "every partition MIRRORING with lag 0 after restarting a worker", caughtUp(api.StateMirroring))
+		}
+		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
+		for i, w := range workers {
+			if n := localStates(t, w)[api.StateFailed]; n > 0 {
+				t.Fatalf("worker %d runs %v FAILED partitions", i, n)
+			}
+		}
+	})
+}
