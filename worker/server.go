@@ -51,7 +51,7 @@ type engineAPI interface {
 	BadStateRecords() []mirrorengine.StateRecord
 	StateRecord(key string) (mirrorengine.StateRecord, error)
 	RemoveStateRecord(ctx context.Context, key string, force bool) error
-	Refresh(ctx context.Context) error
+	RefreshForCommand(ctx context.Context) *mirrorengine.CommandError
 }
 
 // engineSlot holds the engine once it is open; the API answers 503 until then.
@@ -200,6 +200,7 @@ func (s *server) v1(h v1Handler) http.Handler {
 			return
 		}
 		if s.group != nil && changesState(r) {
+			arrived := time.Now()
 			done, owner, err := s.group.beginCommand(r.Context(), r.Header.Get(forwardedHeader) != "")
 			switch {
 			case err != nil:
@@ -211,9 +212,8 @@ func (s *server) v1(h v1Handler) http.Handler {
 			}
 			defer done()
 			// The previous owner's last writes are acknowledged: read them before deciding.
-			if err := e.Refresh(r.Context()); err != nil {
-				s.fail(w, r, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeCoordinatorLoadInProgress,
-					Message: "rereading " + mirrorengine.DefaultStoreTopic + " before the command: " + err.Error()})
+			if cerr := e.RefreshForCommand(mirrorengine.CommandArrived(r.Context(), arrived)); cerr != nil {
+				s.fail(w, r, cerr)
 				return
 			}
 		}

@@ -281,6 +281,24 @@ func (e *Engine) Refresh(ctx context.Context) error {
 	return err
 }
 
+// RefreshForCommand rereads __mirror_state before a command (another worker may have written
+// it last) within StoreCommandTimeout. A destination that does not answer fails the command
+// with COORDINATOR_NOT_AVAILABLE, nothing changed — at once for a command that arrived
+// before the last check found the destination not answering.
+func (e *Engine) RefreshForCommand(ctx context.Context) *CommandError {
+	ctx, cancel := context.WithTimeout(ctx, StoreCommandTimeout)
+	defer cancel()
+	what := "rereading " + e.store.cfg.Topic + " before the command"
+	if cerr := e.storeAnswers(ctx, what); cerr != nil {
+		return cerr
+	}
+	if err := e.Refresh(ctx); err != nil {
+		return cmdErr(CodeCoordinatorNotAvailable, "%s: the destination cluster did not answer within %v, so the command did not take effect; send it again once the destination answers: %v",
+			what, StoreCommandTimeout, err)
+	}
+	return nil
+}
+
 // followed acts on records another worker wrote: a new or changed mirror (its source
 // client is rebuilt, its topics become units), a topic's mirror.name (its partitions become
 // units; the runners here evaluate the new desired state).
