@@ -243,6 +243,7 @@ func (b *bench) waitMirroring(topic string) { b.waitState(topic, "MIRRORING") }
 // waitState waits until every partition of topic is in state.
 func (b *bench) waitState(topic, state string) {
 	deadline := time.Now().Add(b.o.waitLimit)
+	lastErr := ""
 	for {
 		t, err := b.worker.Client.GetTopic(b.ctx(), mirrorName, topic)
 		if err == nil && len(t.Partitions) > 0 {
@@ -251,8 +252,8 @@ func (b *bench) waitState(topic, state string) {
 				if p.State == state {
 					n++
 				}
-				if p.State == "FAILED" {
-					b.r.Fatalf("%s[%d] FAILED: %s", topic, p.Partition, p.Error)
+				if p.State == "FAILED" { // the worker retries; the deadline says when it did not help
+					lastErr = fmt.Sprintf("; %s[%d] FAILED: %s", topic, p.Partition, p.Error)
 				}
 			}
 			if n == len(t.Partitions) {
@@ -260,7 +261,7 @@ func (b *bench) waitState(topic, state string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			b.r.Fatalf("%s: not every partition %s after %v", topic, state, b.o.waitLimit)
+			b.r.Fatalf("%s: not every partition %s after %v%s", topic, state, b.o.waitLimit, lastErr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
