@@ -62,7 +62,7 @@ type feed struct {
 	offset   int64 // where the next fetch starts
 	gen      uint64
 	inflight bool // a fetch from offset is on its way
-	failed   bool // an error was delivered: the session ends, no more fetches
+	failed   bool // an error waits in buf: no more fetches until the session took it
 	closed   bool
 	buf      []fetchResult
 	bufBytes int
@@ -149,6 +149,9 @@ func (fd *feed) next(ctx context.Context, offset int64) (fetched, error) {
 			r := fd.buf[0]
 			fd.buf = fd.buf[1:]
 			fd.bufBytes -= r.bytes
+			// An error is the session's to judge (out of range moves it on); if it asks
+			// again, it is fetched again.
+			fd.failed = false
 			buffered := fd.bufBytes
 			bf.mu.Unlock()
 			bf.poke()
@@ -173,7 +176,7 @@ func (fd *feed) reset(offset int64) {
 	fd.buf, fd.bufBytes = nil, 0
 	fd.offset = offset
 	fd.gen++
-	fd.inflight = false
+	fd.inflight, fd.failed = false, false
 	fd.f.poke()
 }
 
