@@ -1,6 +1,9 @@
 package kafkatest
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -132,4 +135,73 @@ func (f *FetchFaults) Wait(t TB, timeout time.Duration) {
 		defer f.mu.Unlock()
 		t.Fatalf("kafkatest: %d fetch faults not served after %v", f.left, timeout)
 	}
+}
+
+// answerRack marks AnswerFetches' own fetches of the other partitions.
+const answerRack = "kafkatest-answer"
+
+// AnswerFetches answers topic's partition, in every fetch that carries it, with answer's
+// partition (nil: kfake answers the whole fetch), to serve source batches or errors kfake
+// never gives. The fetch's other partitions (the mirror's fetcher asks for every partition a
+// broker leads at once) get kfake's own answer, asked on a client of kafkatest's own while
+// the fetch sleeps.
+func (c *Cluster) AnswerFetches(t TB, topic string, partition int32, answer func(kmsg.FetchRequestTopicPartition) *kmsg.FetchResponseTopicPartition) {
+	t.Helper()
+	if c.fake == nil {
+		t.Fatalf("kafkatest: AnswerFetches needs a kfake cluster, %s is real Kafka", c.id)
+		return
+	}
+	info := c.fake.TopicInfo(topic)
+	if info == nil {
+		t.Fatalf("kafkatest: AnswerFetches: no topic %q on %s", topic, c.id)
+		return
+	}
+	own := c.Client(t)
+	c.fake.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.fake.KeepControl()
+		req := kreq.(*kmsg.FetchRequest)
+		if req.Rack == answerRack || len(req.Topics) != 1 ||
+			(req.Version >= 13 && req.Topics[0].TopicID != info.TopicID) || (req.Version < 13 && req.Topics[0].Topic != topic) {
+			return nil, nil, false
+		}
+		at := slices.IndexFunc(req.Topics[0].Partitions, func(p kmsg.FetchRequestTopicPartition) bool { return p.Partition == partition })
+		if at < 0 {
+			return nil, nil, false
+		}
+		rp := answer(req.Topics[0].Partitions[at])
+		if rp == nil {
+			return nil, nil, false
+		}
+		rp.Partition = partition
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = req.Topics[0].Topic, req.Topics[0].TopicID
+		rt.Partitions = append(rt.Partitions, *rp)
+		if len(req.Topics[0].Partitions) > 1 {
+			rest := *req
+			rest.Rack, rest.MaxWaitMillis = answerRack, 0
+			rest.Topics = []kmsg.FetchRequestTopic{req.Topics[0]}
+			rest.Topics[0].Partitions = slices.Delete(slices.Clone(req.Topics[0].Partitions), at, at+1)
+			node := c.fake.CurrentNode()
+			var others *kmsg.FetchResponse
+			var err error
+			// The control must not block kfake's loop while its own answer is made.
+			c.fake.SleepControl(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				others, err = rest.RequestWith(ctx, own.Broker(int(node)))
+			})
+			if err == nil && others == nil {
+				err = errors.New("the cluster closed before the other partitions were answered")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("kafkatest.AnswerFetches: %w", err), true // the client reconnects and asks again
+			}
+			for _, ot := range others.Topics {
+				rt.Partitions = append(rt.Partitions, ot.Partitions...)
+			}
+		}
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
 }

@@ -17,65 +17,24 @@ import (
 
 // Source batches that kfake never writes itself, served in place of its fetch answers.
 
-// serveFetches answers every fetch of partition 0 with the first batch of served that ends
-// at or after the fetch offset (one batch an answer: each is the last of its answer once),
-// and the high watermark end. The other partitions of a fetch (the mirror's fetcher asks for
-// every partition of the broker at once) get kfake's own answer, asked on a client of the
-// test's own while the mirror's request sleeps.
+// serveFetches answers every fetch of partition 0 of topic "t" with the first batch of served
+// that ends at or after the fetch offset (one batch an answer: each is the last of its answer
+// once), and the high watermark end.
 func serveFetches(t *testing.T, src *kafkatest.Cluster, end int64, served ...rawBatch) {
 	t.Helper()
 	if src.Fake() == nil {
 		t.Skip("needs kfake to answer fetches")
 	}
-	own := src.Client(t)
-	const ownRack = "serve-fetches"
-	src.Fake().ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		src.Fake().KeepControl()
-		fr := req.(*kmsg.FetchRequest)
-		if fr.Rack == ownRack || len(fr.Topics) != 1 {
-			return nil, nil, false
-		}
-		at := slices.IndexFunc(fr.Topics[0].Partitions, func(p kmsg.FetchRequestTopicPartition) bool { return p.Partition == 0 })
-		if at < 0 {
-			return nil, nil, false
-		}
+	src.AnswerFetches(t, "t", 0, func(fp kmsg.FetchRequestTopicPartition) *kmsg.FetchResponseTopicPartition {
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = end, end, 0
 		for _, b := range served {
-			if b.lastOffset() >= fr.Topics[0].Partitions[at].FetchOffset {
+			if b.lastOffset() >= fp.FetchOffset {
 				rp.RecordBatches = b
 				break
 			}
 		}
-		rt := kmsg.NewFetchResponseTopic()
-		rt.Topic, rt.TopicID = fr.Topics[0].Topic, fr.Topics[0].TopicID
-		rt.Partitions = append(rt.Partitions, rp)
-		if len(fr.Topics[0].Partitions) > 1 {
-			rest := *fr
-			rest.Rack, rest.MaxWaitMillis = ownRack, 0
-			rest.Topics = []kmsg.FetchRequestTopic{fr.Topics[0]}
-			rest.Topics[0].Partitions = slices.Delete(slices.Clone(fr.Topics[0].Partitions), at, at+1)
-			node := src.Fake().CurrentNode()
-			var others *kmsg.FetchResponse
-			var err error
-			src.Fake().SleepControl(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				others, err = rest.RequestWith(ctx, own.Broker(int(node)))
-			})
-			if err == nil && others == nil {
-				err = fmt.Errorf("the cluster closed before the other partitions were answered")
-			}
-			if err != nil {
-				return nil, err, true // the mirror reconnects and asks again
-			}
-			for _, ot := range others.Topics {
-				rt.Partitions = append(rt.Partitions, ot.Partitions...)
-			}
-		}
-		resp := fr.ResponseKind().(*kmsg.FetchResponse)
-		resp.Topics = append(resp.Topics, rt)
-		return resp, nil, true
+		return &rp
 	})
 }
 
