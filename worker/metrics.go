@@ -13,6 +13,10 @@ package main
 //	kafkamirror_mirrored_bytes_total{mirror,topic}         bytes written (the KIP's ReplicationBytesIn)
 //	kafkamirror_fetch_latency_seconds                      source fetch latency
 //	kafkamirror_produce_latency_seconds                    destination produce latency
+//	kafkamirror_source_fetches_total{broker}               fetch requests per source broker
+//	kafkamirror_source_fetch_partitions_total{broker}      partitions those requests carried
+//	kafkamirror_source_fetch_bytes_total{broker}           record bytes they returned
+//	kafkamirror_fetch_buffered_bytes{mirror,topic,partition}  fetched bytes waiting to be written
 //	kafkamirror_partition_failures_total{mirror,topic,retryable}
 //	kafkamirror_partition_retries_total{mirror,topic}
 //	kafkamirror_partition_session_failures_total{mirror,topic}  data path sessions retried
@@ -48,15 +52,19 @@ const scrapeTimeout = 5 * time.Second
 
 // metrics implements mirrorengine.Observer and serves /metrics.
 type metrics struct {
-	reg       *prometheus.Registry
-	records   *prometheus.CounterVec
-	bytes     *prometheus.CounterVec
-	fetch     prometheus.Histogram
-	produce   prometheus.Histogram
-	failures  *prometheus.CounterVec
-	retries   *prometheus.CounterVec
-	sessions  *prometheus.CounterVec
-	collector *engineCollector
+	reg               *prometheus.Registry
+	records           *prometheus.CounterVec
+	bytes             *prometheus.CounterVec
+	fetch             prometheus.Histogram
+	produce           prometheus.Histogram
+	fetches           *prometheus.CounterVec
+	fetchedPartitions *prometheus.CounterVec
+	fetchedBytes      *prometheus.CounterVec
+	buffered          *prometheus.GaugeVec
+	failures          *prometheus.CounterVec
+	retries           *prometheus.CounterVec
+	sessions          *prometheus.CounterVec
+	collector         *engineCollector
 }
 
 var _ mirrorengine.Observer = (*metrics)(nil)
@@ -78,6 +86,18 @@ func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
 		produce: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "kafkamirror_produce_latency_seconds", Help: "Latency of produce requests to the destination cluster.", Buckets: buckets,
 		}),
+		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_source_fetches_total", Help: "Fetch requests to source brokers (one fetcher per broker carries all the partitions it leads).",
+		}, []string{"broker"}),
+		fetchedPartitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_source_fetch_partitions_total", Help: "Partitions carried by fetch requests to source brokers.",
+		}, []string{"broker"}),
+		fetchedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_source_fetch_bytes_total", Help: "Record batch bytes returned by fetch requests to source brokers.",
+		}, []string{"broker"}),
+		buffered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kafkamirror_fetch_buffered_bytes", Help: "Fetched bytes waiting in a partition's fetch-ahead buffer to be written.",
+		}, []string{"mirror", "topic", "partition"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kafkamirror_partition_failures_total", Help: "Partitions entering FAILED.",
 		}, []string{"mirror", "topic", "retryable"}),
@@ -89,7 +109,7 @@ func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
 		}, []string{"mirror", "topic"}),
 		collector: newEngineCollector(slot, log),
 	}
-	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.failures, m.retries, m.sessions, m.collector,
+	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.fetches, m.fetchedPartitions, m.fetchedBytes, m.buffered, m.failures, m.retries, m.sessions, m.collector,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -109,6 +129,19 @@ func (m *metrics) FetchLatency(d time.Duration) { m.fetch.Observe(d.Seconds()) }
 
 // ProduceLatency implements mirrorengine.Observer.
 func (m *metrics) ProduceLatency(d time.Duration) { m.produce.Observe(d.Seconds()) }
+
+// SourceFetch implements mirrorengine.Observer.
+func (m *metrics) SourceFetch(broker int32, partitions int, bytes int64) {
+	b := strconv.Itoa(int(broker))
+	m.fetches.WithLabelValues(b).Inc()
+	m.fetchedPartitions.WithLabelValues(b).Add(float64(partitions))
+	m.fetchedBytes.WithLabelValues(b).Add(float64(bytes))
+}
+
+// FetchBuffered implements mirrorengine.Observer.
+func (m *metrics) FetchBuffered(mirror, topic string, partition int32, bytes int64) {
+	m.buffered.WithLabelValues(mirror, topic, strconv.Itoa(int(partition))).Set(float64(bytes))
+}
 
 // Failed implements mirrorengine.Observer.
 func (m *metrics) Failed(mirror, topic string, _ int32, retryable bool) {

@@ -34,23 +34,13 @@ func topicIDOf(t *testing.T, c *kafkatest.Cluster, topic string) kadm.TopicID {
 // an operator's ACL change would do to a whole topic.
 func denyFetches(t *testing.T, src *kafkatest.Cluster, topic string, partition int32, denied *atomic.Bool) {
 	t.Helper()
-	id := topicIDOf(t, src, topic)
-	fake := src.Fake()
-	fake.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		req := kreq.(*kmsg.FetchRequest)
-		if !denied.Load() || len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 ||
-			req.Topics[0].Partitions[0].Partition != partition || (req.Topics[0].Topic != topic && req.Topics[0].TopicID != id) {
-			return nil, nil, false
+	src.AnswerFetches(t, topic, partition, func(kmsg.FetchRequestTopicPartition) *kmsg.FetchResponseTopicPartition {
+		if !denied.Load() {
+			return nil
 		}
-		fake.KeepControl()
-		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		rt := kmsg.NewFetchResponseTopic()
-		rt.Topic, rt.TopicID = req.Topics[0].Topic, req.Topics[0].TopicID
 		rp := kmsg.NewFetchResponseTopicPartition()
-		rp.Partition, rp.ErrorCode = partition, kerr.TopicAuthorizationFailed.Code
-		rt.Partitions = append(rt.Partitions, rp)
-		resp.Topics = append(resp.Topics, rt)
-		return resp, nil, true
+		rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		return &rp
 	})
 }
 

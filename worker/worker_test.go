@@ -118,6 +118,12 @@ func TestWorkerLifecycle(t *testing.T) {
 	if v, _ := metric(s, "kafkamirror_produce_latency_seconds_count"); v == 0 {
 		t.Error("no produce latency observed")
 	}
+	// One fetcher per source broker (kfake's only broker is 0) carries every partition.
+	fetches, _ := metric(s, "kafkamirror_source_fetches_total", "broker", "0")
+	partitions, _ := metric(s, "kafkamirror_source_fetch_partitions_total", "broker", "0")
+	if bytes, _ := metric(s, "kafkamirror_source_fetch_bytes_total", "broker", "0"); fetches == 0 || partitions < fetches || bytes == 0 {
+		t.Errorf("source fetch metrics of broker 0: %v fetches, %v partitions, %v bytes", fetches, partitions, bytes)
+	}
 
 	// The CLI's tables, through the API.
 	out, code := w.cli(t, "describe")

@@ -23,6 +23,9 @@ const (
 //go:embed maven/pom.xml
 var brokerPOM []byte
 
+//go:embed maven/connect-mirror.xml
+var mirrorMakerPOM []byte
+
 // mavenDependencyPlugin is named by its full coordinates so that no plugin prefix
 // resolution (and no settings.xml) is needed on a fresh machine.
 const mavenDependencyPlugin = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
@@ -46,40 +49,54 @@ func KafkaCacheDir() (string, error) {
 // Maven against Maven Central; later calls only look. Concurrent first calls each download
 // into a folder of their own and the first to finish wins, so no lock is needed.
 func FetchKafka(ctx context.Context, version string) (string, error) {
+	return fetchJars(ctx, "kafka", "kafka_2.13", version, brokerPOM)
+}
+
+// FetchMirrorMaker is FetchKafka for MirrorMaker 2 (org.apache.kafka:connect-mirror and
+// what it runs on), which the benchmark command (tools/bench) runs as its peer baseline.
+func FetchMirrorMaker(ctx context.Context, version string) (string, error) {
+	return fetchJars(ctx, "connect-mirror", "connect-mirror", version, mirrorMakerPOM)
+}
+
+// fetchJars fetches pom's runtime dependencies at version into the cache folder
+// name-version/libs, unless its marker jar (artifact-version.jar) is already there.
+func fetchJars(ctx context.Context, name, artifact, version string, pomText []byte) (string, error) {
 	cache, err := KafkaCacheDir()
 	if err != nil {
 		return "", err
 	}
-	libs := filepath.Join(cache, "kafka-"+version, "libs")
-	if _, err := os.Stat(filepath.Join(libs, "kafka_2.13-"+version+".jar")); err == nil {
+	dir := name + "-" + version
+	libs := filepath.Join(cache, dir, "libs")
+	marker := filepath.Join(libs, artifact+"-"+version+".jar")
+	if _, err := os.Stat(marker); err == nil {
 		return libs, nil
 	}
 	if _, err := exec.LookPath("mvn"); err != nil {
-		return "", fmt.Errorf("kafkatest: Apache Kafka %s is not in %s and Maven (mvn) is not installed to fetch it", version, cache)
+		return "", fmt.Errorf("kafkatest: %s %s is not in %s and Maven (mvn) is not installed to fetch it", artifact, version, cache)
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return "", fmt.Errorf("kafkatest: %w", err)
 	}
-	work, err := os.MkdirTemp(cache, "fetch-"+version+"-")
+	work, err := os.MkdirTemp(cache, "fetch-"+dir+"-")
 	if err != nil {
 		return "", fmt.Errorf("kafkatest: %w", err)
 	}
 	defer os.RemoveAll(work)
 	pom := filepath.Join(work, "pom.xml")
-	if err := os.WriteFile(pom, brokerPOM, 0o644); err != nil {
+	if err := os.WriteFile(pom, pomText, 0o644); err != nil {
 		return "", fmt.Errorf("kafkatest: %w", err)
 	}
-	out := filepath.Join(work, "kafka-"+version, "libs")
+	out := filepath.Join(work, dir, "libs")
 	cmd := exec.CommandContext(ctx, "mvn", "-B", "-q", "-f", pom, "-Dkafka.version="+version,
 		mavenDependencyPlugin, "-DincludeScope=runtime", "-DoutputDirectory="+out)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("kafkatest: fetching Apache Kafka %s with Maven: %w\n%s", version, err, lastLines(log.String(), 30))
+		return "", fmt.Errorf("kafkatest: fetching %s %s with Maven: %w\n%s", artifact, version, err, lastLines(log.String(), 30))
 	}
-	if err := os.Rename(filepath.Join(work, "kafka-"+version), filepath.Join(cache, "kafka-"+version)); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Rename(filepath.Join(work, dir), filepath.Join(cache, dir)); err != nil && !errors.Is(err, fs.ErrExist) {
 		// Another process finished first: its copy is as good as ours.
-		if _, statErr := os.Stat(filepath.Join(libs, "kafka_2.13-"+version+".jar")); statErr != nil {
+		if _, statErr := os.Stat(marker); statErr != nil {
 			return "", fmt.Errorf("kafkatest: %w", err)
 		}
 	}

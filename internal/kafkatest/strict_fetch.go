@@ -1,14 +1,19 @@
 package kafkatest
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Fetch answers real brokers give that kfake never does, injected on demand into
-// sessionless fetches of one partition (the mirror's; consumers use fetch sessions):
+// Fetch answers real brokers give that kfake never does, injected on demand into sessionless
+// fetches of one topic that carry the partition (the mirror's fetcher asks for every
+// partition a broker leads in one fetch; consumers use fetch sessions):
 //
 //   - EmptyFetches: error NONE, the real high watermark and no records, although the fetch
 //     offset is below the high watermark. A tiered-storage read that did not finish within
@@ -26,20 +31,25 @@ type FetchFaults struct {
 }
 
 // EmptyFetches answers the next n sessionless fetches of topic's partition below its high
-// watermark with no records.
+// watermark with no records. The other partitions of such a fetch get no records either, as
+// from a broker whose answer reached its byte limit.
 func (c *Cluster) EmptyFetches(t TB, topic string, partition int32, n int) *FetchFaults {
 	t.Helper()
-	return c.fetchFaults(t, topic, partition, n, func(req *kmsg.FetchRequest, info *partitionState) *kmsg.FetchResponse {
-		if req.Topics[0].Partitions[0].FetchOffset >= info.hw || req.Topics[0].Partitions[0].FetchOffset < info.logStart {
-			return nil // kfake answers: nothing to read, or out of range
-		}
+	return c.fetchFaults(t, topic, partition, n, func(req *kmsg.FetchRequest, state func(int32) *partitionState) *kmsg.FetchResponse {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = req.Topics[0].Topic, req.Topics[0].TopicID
-		rp := kmsg.NewFetchResponseTopicPartition()
-		rp.Partition = partition
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = info.hw, info.lso, info.logStart
-		rt.Partitions = append(rt.Partitions, rp)
+		for _, fp := range req.Topics[0].Partitions {
+			info := state(fp.Partition)
+			if info == nil || fp.FetchOffset > info.hw || fp.FetchOffset < info.logStart ||
+				(fp.Partition == partition && fp.FetchOffset == info.hw) {
+				return nil // kfake answers: nothing to read, or out of range
+			}
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = fp.Partition
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = info.hw, info.lso, info.logStart
+			rt.Partitions = append(rt.Partitions, rp)
+		}
 		resp.Topics = append(resp.Topics, rt)
 		return resp
 	})
@@ -49,7 +59,7 @@ func (c *Cluster) EmptyFetches(t TB, topic string, partition int32, n int) *Fetc
 // partitions and the throttle time.
 func (c *Cluster) ThrottleFetches(t TB, topic string, partition int32, n int, throttle time.Duration) *FetchFaults {
 	t.Helper()
-	return c.fetchFaults(t, topic, partition, n, func(req *kmsg.FetchRequest, _ *partitionState) *kmsg.FetchResponse {
+	return c.fetchFaults(t, topic, partition, n, func(req *kmsg.FetchRequest, _ func(int32) *partitionState) *kmsg.FetchResponse {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		resp.ThrottleMillis = int32(throttle.Milliseconds())
 		return resp
@@ -58,8 +68,9 @@ func (c *Cluster) ThrottleFetches(t TB, topic string, partition int32, n int, th
 
 type partitionState struct{ logStart, hw, lso int64 }
 
-// fetchFaults answers matching fetches with answer's response (nil: let kfake answer).
-func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer func(*kmsg.FetchRequest, *partitionState) *kmsg.FetchResponse) *FetchFaults {
+// fetchFaults answers matching fetches with answer's response (nil: let kfake answer), which
+// reads each partition's state with state (nil: not led here).
+func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer func(req *kmsg.FetchRequest, state func(int32) *partitionState) *kmsg.FetchResponse) *FetchFaults {
 	t.Helper()
 	if c.fake == nil {
 		t.Fatalf("kafkatest: fetch faults need a kfake cluster, %s is real Kafka", c.id)
@@ -80,17 +91,19 @@ func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer
 		default:
 		}
 		req := kreq.(*kmsg.FetchRequest)
-		if req.SessionEpoch != -1 || req.Rack == cleanerRack || req.Rack == readerRack || len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 ||
-			req.Topics[0].Partitions[0].Partition != partition ||
+		if req.SessionEpoch != -1 || req.Rack == cleanerRack || req.Rack == readerRack || len(req.Topics) != 1 ||
+			!slices.ContainsFunc(req.Topics[0].Partitions, func(p kmsg.FetchRequestTopicPartition) bool { return p.Partition == partition }) ||
 			(req.Version >= 13 && req.Topics[0].TopicID != info.TopicID) || (req.Version < 13 && req.Topics[0].Topic != topic) ||
 			c.fake.LeaderFor(topic, partition) != c.fake.CurrentNode() {
 			return nil, nil, false
 		}
-		p := c.fake.PartitionInfo(topic, partition)
-		if p == nil {
-			return nil, nil, false
-		}
-		resp := answer(req, &partitionState{logStart: p.LogStartOffset, hw: p.HighWatermark, lso: p.LastStableOffset})
+		resp := answer(req, func(p int32) *partitionState {
+			pi := c.fake.PartitionInfo(topic, p)
+			if pi == nil || c.fake.LeaderFor(topic, p) != c.fake.CurrentNode() {
+				return nil
+			}
+			return &partitionState{logStart: pi.LogStartOffset, hw: pi.HighWatermark, lso: pi.LastStableOffset}
+		})
 		if resp == nil || !f.take() {
 			return nil, nil, false
 		}
@@ -122,4 +135,73 @@ func (f *FetchFaults) Wait(t TB, timeout time.Duration) {
 		defer f.mu.Unlock()
 		t.Fatalf("kafkatest: %d fetch faults not served after %v", f.left, timeout)
 	}
+}
+
+// answerRack marks AnswerFetches' own fetches of the other partitions.
+const answerRack = "kafkatest-answer"
+
+// AnswerFetches answers topic's partition, in every fetch that carries it, with answer's
+// partition (nil: kfake answers the whole fetch), to serve source batches or errors kfake
+// never gives. The fetch's other partitions (the mirror's fetcher asks for every partition a
+// broker leads at once) get kfake's own answer, asked on a client of kafkatest's own while
+// the fetch sleeps.
+func (c *Cluster) AnswerFetches(t TB, topic string, partition int32, answer func(kmsg.FetchRequestTopicPartition) *kmsg.FetchResponseTopicPartition) {
+	t.Helper()
+	if c.fake == nil {
+		t.Fatalf("kafkatest: AnswerFetches needs a kfake cluster, %s is real Kafka", c.id)
+		return
+	}
+	info := c.fake.TopicInfo(topic)
+	if info == nil {
+		t.Fatalf("kafkatest: AnswerFetches: no topic %q on %s", topic, c.id)
+		return
+	}
+	own := c.Client(t)
+	c.fake.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.fake.KeepControl()
+		req := kreq.(*kmsg.FetchRequest)
+		if req.Rack == answerRack || len(req.Topics) != 1 ||
+			(req.Version >= 13 && req.Topics[0].TopicID != info.TopicID) || (req.Version < 13 && req.Topics[0].Topic != topic) {
+			return nil, nil, false
+		}
+		at := slices.IndexFunc(req.Topics[0].Partitions, func(p kmsg.FetchRequestTopicPartition) bool { return p.Partition == partition })
+		if at < 0 {
+			return nil, nil, false
+		}
+		rp := answer(req.Topics[0].Partitions[at])
+		if rp == nil {
+			return nil, nil, false
+		}
+		rp.Partition = partition
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = req.Topics[0].Topic, req.Topics[0].TopicID
+		rt.Partitions = append(rt.Partitions, *rp)
+		if len(req.Topics[0].Partitions) > 1 {
+			rest := *req
+			rest.Rack, rest.MaxWaitMillis = answerRack, 0
+			rest.Topics = []kmsg.FetchRequestTopic{req.Topics[0]}
+			rest.Topics[0].Partitions = slices.Delete(slices.Clone(req.Topics[0].Partitions), at, at+1)
+			node := c.fake.CurrentNode()
+			var others *kmsg.FetchResponse
+			var err error
+			// The control must not block kfake's loop while its own answer is made.
+			c.fake.SleepControl(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				others, err = rest.RequestWith(ctx, own.Broker(int(node)))
+			})
+			if err == nil && others == nil {
+				err = errors.New("the cluster closed before the other partitions were answered")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("kafkatest.AnswerFetches: %w", err), true // the client reconnects and asks again
+			}
+			for _, ot := range others.Topics {
+				rt.Partitions = append(rt.Partitions, ot.Partitions...)
+			}
+		}
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
 }

@@ -11,6 +11,13 @@ import (
 // sessionlessFetch fetches partition 0 of topic at offset the way the mirror does.
 func sessionlessFetch(t *testing.T, c *Cluster, topic string, offset int64) *kmsg.FetchResponse {
 	t.Helper()
+	return fetchPartitions(t, c, topic, map[int32]int64{0: offset})
+}
+
+// fetchPartitions fetches partitions of topic (all led by one broker) from their offsets in
+// one sessionless fetch, as the mirror's fetcher does.
+func fetchPartitions(t *testing.T, c *Cluster, topic string, offsets map[int32]int64) *kmsg.FetchResponse {
+	t.Helper()
 	ctx := testCtx(t)
 	meta, err := describeTopic(ctx, c.internal, topic)
 	if err != nil {
@@ -20,9 +27,11 @@ func sessionlessFetch(t *testing.T, c *Cluster, topic string, offset int64) *kms
 	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, 0, 1, 1<<20, -1
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic, rt.TopicID = topic, meta.id
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = offset, 1<<20, -1, -1
-	rt.Partitions = append(rt.Partitions, rp)
+	for p, offset := range offsets {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = p, offset, 1<<20, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, c.Client(t).Broker(int(meta.leaders[0])))
 	if err != nil {
@@ -60,6 +69,34 @@ func TestStrictEmptyFetches(t *testing.T) {
 	faults.Wait(t, time.Second)
 	if hw, n, err := answered(sessionlessFetch(t, c, "t", 1)); hw != 3 || n != 2 || err != nil {
 		t.Fatalf("after the faults: hw %d, %d batches, %v; want both batches", hw, n, err)
+	}
+}
+
+// In a fetch of many partitions (the mirror's fetcher), the faulted partition and the others
+// all get no records with their high watermarks, as from a broker whose answer is full.
+func TestStrictEmptyFetchesOfManyPartitions(t *testing.T) {
+	c := New(t)
+	c.CreateTopic(t, "t", 2, nil)
+	cl := c.Client(t)
+	mustProduce(t, cl, "t", 0, kv("k", "a", 1))
+	mustProduce(t, cl, "t", 1, kv("k", "b", 2), kv("k", "c", 3))
+	faults := c.EmptyFetches(t, "t", 0, 1)
+	want := map[int32]int64{0: 1, 1: 2}
+	resp := fetchPartitions(t, c, "t", map[int32]int64{0: 0, 1: 0})
+	faults.Wait(t, time.Second)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
+		t.Fatalf("answer of %d topics; want one with both partitions", len(resp.Topics))
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		if p.HighWatermark != want[p.Partition] || len(p.RecordBatches) != 0 || p.ErrorCode != 0 {
+			t.Fatalf("partition %d: hw %d, %d bytes, error %d; want hw %d, no records", p.Partition, p.HighWatermark, len(p.RecordBatches), p.ErrorCode, want[p.Partition])
+		}
+	}
+	resp = fetchPartitions(t, c, "t", map[int32]int64{0: 0, 1: 0})
+	for _, p := range resp.Topics[0].Partitions {
+		if len(p.RecordBatches) == 0 {
+			t.Fatalf("after the fault: partition %d answered without records", p.Partition)
+		}
 	}
 }
 

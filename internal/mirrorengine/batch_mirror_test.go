@@ -17,34 +17,24 @@ import (
 
 // Source batches that kfake never writes itself, served in place of its fetch answers.
 
-// serveFetches answers every fetch of partition 0 with the first batch of served that ends
-// at or after the fetch offset (one batch an answer: each is the last of its answer once),
-// and the high watermark end.
+// serveFetches answers every fetch of partition 0 of topic "t" with the first batch of served
+// that ends at or after the fetch offset (one batch an answer: each is the last of its answer
+// once), and the high watermark end.
 func serveFetches(t *testing.T, src *kafkatest.Cluster, end int64, served ...rawBatch) {
 	t.Helper()
 	if src.Fake() == nil {
 		t.Skip("needs kfake to answer fetches")
 	}
-	src.Fake().ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		src.Fake().KeepControl()
-		fr := req.(*kmsg.FetchRequest)
-		if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 || fr.Topics[0].Partitions[0].Partition != 0 {
-			return nil, nil, false
-		}
+	src.AnswerFetches(t, "t", 0, func(fp kmsg.FetchRequestTopicPartition) *kmsg.FetchResponseTopicPartition {
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = end, end, 0
 		for _, b := range served {
-			if b.lastOffset() >= fr.Topics[0].Partitions[0].FetchOffset {
+			if b.lastOffset() >= fp.FetchOffset {
 				rp.RecordBatches = b
 				break
 			}
 		}
-		rt := kmsg.NewFetchResponseTopic()
-		rt.Topic, rt.TopicID = fr.Topics[0].Topic, fr.Topics[0].TopicID
-		rt.Partitions = append(rt.Partitions, rp)
-		resp := fr.ResponseKind().(*kmsg.FetchResponse)
-		resp.Topics = append(resp.Topics, rt)
-		return resp, nil, true
+		return &rp
 	})
 }
 

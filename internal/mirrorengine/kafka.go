@@ -78,26 +78,14 @@ type fetched struct {
 }
 
 // fetch reads raw batches from the partition leader, read_uncommitted (the mirror needs
-// open-transaction data and markers, up to the high watermark).
+// open-transaction data and markers, up to the high watermark). The data path fetches
+// through a brokerFetcher instead; this one-partition fetch serves the checks at session
+// start.
 func (c cluster) fetch(ctx context.Context, meta topicMeta, topic string, partition int32, offset int64, maxBytes int32) (fetched, error) {
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = 250
-	req.MinBytes = 1
-	req.MaxBytes = maxBytes
-	req.IsolationLevel = 0
-	req.SessionEpoch = -1
+	req := newFetchRequest(maxBytes)
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic, rt.TopicID = topic, meta.id
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition = partition
-	rp.FetchOffset = offset
-	rp.PartitionMaxBytes = maxBytes
-	// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH are retriable: the session restarts with
-	// fresh metadata.
-	rp.CurrentLeaderEpoch = meta.epoch
-	rp.LogStartOffset = -1
-	rt.Partitions = append(rt.Partitions, rp)
+	rt.Partitions = append(rt.Partitions, fetchPartition(meta, partition, offset, maxBytes))
 	req.Topics = append(req.Topics, rt)
 
 	var resp *kmsg.FetchResponse
@@ -110,11 +98,9 @@ func (c cluster) fetch(ctx context.Context, meta topicMeta, topic string, partit
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 			return fetched{}, authErr(c.name, "fetch from "+topic, err)
 		}
-		if len(resp.Topics) > 0 || resp.ThrottleMillis <= 0 {
+		if !throttled(resp) {
 			break
 		}
-		// Over its quota, a broker answers at once with no partitions at all and the time to
-		// wait (KafkaApis, FetchSession.getThrottledResponse): not an answer, ask again.
 		if err := storeSleep(ctx, time.Duration(resp.ThrottleMillis)*time.Millisecond); err != nil {
 			return fetched{}, err
 		}
@@ -122,13 +108,49 @@ func (c cluster) fetch(ctx context.Context, meta topicMeta, topic string, partit
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		return fetched{}, fmt.Errorf("%s fetch of %s[%d]: unexpected response shape", c.name, topic, partition)
 	}
-	p := resp.Topics[0].Partitions[0]
+	return c.fetchedPartition(topic, offset, &resp.Topics[0].Partitions[0])
+}
+
+// newFetchRequest is a sessionless, read_uncommitted fetch that waits up to 250 ms for data
+// and returns at most maxBytes.
+func newFetchRequest(maxBytes int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 250
+	req.MinBytes = 1
+	req.MaxBytes = maxBytes
+	req.IsolationLevel = 0
+	req.SessionEpoch = -1
+	return req
+}
+
+// fetchPartition asks for one partition from offset.
+func fetchPartition(meta topicMeta, partition int32, offset int64, maxBytes int32) kmsg.FetchRequestTopicPartition {
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = partition
+	rp.FetchOffset = offset
+	rp.PartitionMaxBytes = maxBytes
+	// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH are retriable: the session restarts with
+	// fresh metadata.
+	rp.CurrentLeaderEpoch = meta.epoch
+	rp.LogStartOffset = -1
+	return rp
+}
+
+// throttled tells a broker's answer over its quota: at once, with no partitions at all and
+// the time to wait (KafkaApis, FetchSession.getThrottledResponse). Not an answer: ask again.
+func throttled(resp *kmsg.FetchResponse) bool {
+	return len(resp.Topics) == 0 && resp.ThrottleMillis > 0
+}
+
+// fetchedPartition is one partition's answer, fetched from offset.
+func (c cluster) fetchedPartition(topic string, offset int64, p *kmsg.FetchResponseTopicPartition) (fetched, error) {
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 		return fetched{}, authErr(c.name, "fetch from "+topic, err)
 	}
 	batches, err := splitBatches(p.RecordBatches)
 	if err != nil {
-		return fetched{}, fmt.Errorf("%s %s[%d] at offset %d: %w", c.name, topic, partition, offset, err)
+		return fetched{}, fmt.Errorf("%s %s[%d] at offset %d: %w", c.name, topic, p.Partition, offset, err)
 	}
 	return fetched{batches: batches, highWatermark: p.HighWatermark, lastStableOffset: p.LastStableOffset, logStartOffset: p.LogStartOffset}, nil
 }

@@ -40,6 +40,7 @@ type PartitionConfig struct {
 
 	MaxInFlight        int           // produce requests in flight for non-transactional data; default 5
 	FetchMaxBytes      int32         // default 8 MiB
+	FetchBufferBytes   int           // fetched bytes a partition holds ahead of its writes; default FetchMaxBytes
 	TransactionTimeout time.Duration // of replayed destination transactions; default 15m
 	Logger             *slog.Logger  // default slog.Default()
 	Observer           Observer      // default: discards
@@ -51,6 +52,9 @@ func (c *PartitionConfig) defaults() {
 	}
 	if c.FetchMaxBytes <= 0 {
 		c.FetchMaxBytes = 8 << 20
+	}
+	if c.FetchBufferBytes <= 0 {
+		c.FetchBufferBytes = int(c.FetchMaxBytes)
 	}
 	if c.TransactionTimeout <= 0 {
 		c.TransactionTimeout = 15 * time.Minute
@@ -223,6 +227,7 @@ type session struct {
 	txns    map[int64]*replayTxn // by source producer id
 	gap     *replayTxn           // writes lone markers
 	pending []*inflight
+	feed    *feed // the partition's subscription to its source leader's fetcher, from the first step
 }
 
 // txnOpen tells whether a replayed transaction is open on the destination.
@@ -260,6 +265,9 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 		// Never leave produces running into the next session: it reads the destination end.
 		for _, p := range s.pending {
 			<-p.done
+		}
+		if s.feed != nil {
+			s.feed.close()
 		}
 		m.mu.Lock()
 		m.ceiling = -1
@@ -528,11 +536,10 @@ func (s *session) checkProducersSettled(ctx context.Context, before map[int64]ka
 func (s *session) step(ctx context.Context) error {
 	m, cfg := s.m, s.cfg
 	offset := max(s.next, s.alignTo)
-	began := time.Now()
-	f, err := m.src.fetch(ctx, s.src, cfg.Topic, cfg.Partition, offset, cfg.FetchMaxBytes)
-	if err == nil && len(f.batches) > 0 {
-		cfg.Observer.FetchLatency(time.Since(began))
+	if s.feed == nil {
+		s.feed = subscribe(m.src, s.src, cfg, offset)
 	}
+	f, err := s.feed.next(ctx, offset)
 	if errors.Is(err, kerr.OffsetOutOfRange) {
 		return s.outOfRange(ctx, offset)
 	}

@@ -40,9 +40,15 @@ func startMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string, partit
 
 func startMirrorCtx(parent context.Context, t *testing.T, src, dst *kafkatest.Cluster, topic string, partitions int32, firstStart bool) *mirrorRun {
 	t.Helper()
+	return startMirrorClients(parent, t, src.Client(t), dst.Client(t), topic, partitions, firstStart)
+}
+
+// startMirrorClients is startMirror on given clients: mirrors sharing a source client share
+// its fetchers.
+func startMirrorClients(parent context.Context, t *testing.T, sc, dc *kgo.Client, topic string, partitions int32, firstStart bool) *mirrorRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(parent)
 	r := &mirrorRun{cancel: cancel, errs: map[int32]error{}}
-	sc, dc := src.Client(t), dst.Client(t)
 	for p := range partitions {
 		m := NewPartitionMirror(sc, dc, PartitionConfig{Mirror: "m1", Topic: topic, Partition: p, FirstStart: firstStart})
 		r.mirrors = append(r.mirrors, m)

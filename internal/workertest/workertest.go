@@ -12,11 +12,20 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 )
+
+// TB is what this package needs of a test: testing.TB has it, and so has the benchmark
+// command (tools/bench), which runs workers outside a test.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+	Failed() bool
+}
 
 // Build compiles kafkamirror-worker into dir and returns the binary's path.
 func Build(dir string) (string, error) {
@@ -78,7 +87,7 @@ type Proc struct {
 // Start starts bin with env and args and returns without waiting for it to be ready. When
 // the test ends the process gets SIGTERM (then SIGKILL after 30 s), and a failed test shows
 // its output.
-func Start(t testing.TB, bin string, env []string, args ...string) *Proc {
+func Start(t TB, bin string, env []string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{Stdout: &Buffer{}, Stderr: &Buffer{}, done: make(chan struct{})}
 	for _, kv := range env {
@@ -90,7 +99,7 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Proc {
 	p.Cmd.Env = env
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Stdout, p.Stderr
 	if err := p.Cmd.Start(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	go func() {
 		_ = p.Cmd.Wait()
@@ -112,7 +121,7 @@ var readyLine = regexp.MustCompile(`kafkamirror-worker ready: (.*)`)
 
 // WaitReady waits for the worker's ready line, then fills URL, Ready and Client. It fails
 // the test if the process exits first or no ready line comes within a minute.
-func (p *Proc) WaitReady(t testing.TB) {
+func (p *Proc) WaitReady(t TB) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -139,16 +148,16 @@ func (p *Proc) WaitReady(t testing.TB) {
 	var err error
 	p.Client, err = api.NewClient(api.ClientConfig{URL: p.URL, Token: p.Token, RetryWaitMin: 20 * time.Millisecond, RetryWaitMax: 200 * time.Millisecond})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 }
 
 // Terminate sends SIGTERM and returns the exit code; the test fails if the worker is still
 // running a minute later.
-func (p *Proc) Terminate(t testing.TB) int {
+func (p *Proc) Terminate(t TB) int {
 	t.Helper()
 	if !p.stop(time.Minute) {
-		t.Fatal("the worker did not exit within a minute of SIGTERM")
+		t.Fatalf("the worker did not exit within a minute of SIGTERM")
 	}
 	return p.Cmd.ProcessState.ExitCode()
 }

@@ -1,0 +1,792 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"log"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/workertest"
+)
+
+const (
+	benchToken = "bench-token-4c1d7e9a2f"
+	mirrorName = "bench"
+)
+
+// bench is one cluster kind's source, destination and worker.
+type bench struct {
+	r        *runner
+	o        options
+	kind     string
+	src, dst *cluster
+	sc, dc   *kgo.Client
+	sadm     *kadm.Client
+	dadm     *kadm.Client
+	worker   *workertest.Proc
+}
+
+func newBench(r *runner, kind, bin string, o options) *bench {
+	b := &bench{r: r, o: o, kind: kind}
+	switch kind {
+	case "kafka":
+		b.src, b.dst = startKafka(r, o.kafkaVersion), startKafka(r, o.kafkaVersion)
+	case "kfake":
+		b.src, b.dst = startKfake(r), startKfake(r)
+	default:
+		r.Fatalf("unknown cluster kind %q (kafka, kfake)", kind)
+	}
+	b.sc, b.sadm = b.client(b.src)
+	b.dc, b.dadm = b.client(b.dst)
+	b.worker = workertest.Start(r, bin, workertest.Env(b.dst.addrs, benchToken, "KAFKAMIRROR_LOG_LEVEL=warn"))
+	b.worker.WaitReady(r)
+	if o.workerLog != "" {
+		r.Cleanup(func() {
+			if err := os.WriteFile(o.workerLog+"."+kind, []byte(b.worker.Output()), 0o644); err != nil {
+				log.Printf("writing the worker's output: %v", err)
+			}
+		})
+	}
+	off := api.SyncSettings{Interval: time.Hour.String()} // no metadata sync beside the data path
+	_, err := b.worker.Client.CreateMirror(b.ctx(), api.CreateMirrorRequest{
+		Name: mirrorName, Source: api.SourceConnection{BootstrapServers: b.src.addrs}, Sync: &off,
+	})
+	r.check(err, "creating the mirror")
+	return b
+}
+
+func (b *bench) client(c *cluster, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.addrs...)}, opts...)...)
+	b.r.check(err, "client")
+	b.r.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
+
+// requestTimeout bounds one request or command; waits have o.waitLimit.
+const requestTimeout = 30 * time.Second
+
+// ctx bounds one request. Its timer releases it; the many short requests of a wait need no
+// cancel of their own.
+func (b *bench) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	time.AfterFunc(requestTimeout, cancel)
+	return ctx
+}
+
+// pause stops mirroring topic once it is measured, so that its idle partitions do not take
+// part in the next measurement.
+func (b *bench) pause(topic string) {
+	res, err := b.worker.Client.PauseTopics(b.ctx(), mirrorName, []string{topic})
+	b.r.check(err, "pausing "+topic)
+	for _, x := range res {
+		b.r.check(x.Err(), "pausing "+topic)
+	}
+	b.waitState(topic, "PAUSED")
+}
+
+func (b *bench) createTopic(adm *kadm.Client, topic string, partitions int, configs map[string]*string) {
+	resp, err := adm.CreateTopic(b.ctx(), int32(partitions), 1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	b.r.check(err, "creating topic "+topic)
+	// Real brokers learn of a new topic and its leaders asynchronously.
+	c := b.src
+	if adm == b.dadm {
+		c = b.dst
+	}
+	deadline := time.Now().Add(requestTimeout)
+	for b.endOffsets(c, topic) == nil {
+		if time.Now().After(deadline) {
+			b.r.Fatalf("topic %s has no leaders after %v", topic, requestTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// endOffsets of topic; nil while the topic does not exist everywhere. Raw requests, since
+// kadm's retry a missing topic for seconds and a wait must see the first offset at once.
+func (b *bench) endOffsets(c *cluster, topic string) map[int32]int64 {
+	cl := b.sc
+	if c == b.dst {
+		cl = b.dc
+	}
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	mreq.Topics = append(mreq.Topics, mt)
+	resp, err := mreq.RequestWith(b.ctx(), cl)
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		return nil
+	}
+	byLeader := map[int32]*kmsg.ListOffsetsRequest{}
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != 0 {
+			return nil
+		}
+		req := byLeader[p.Leader]
+		if req == nil {
+			req = kmsg.NewPtrListOffsetsRequest()
+			req.ReplicaID = -1
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = topic
+			req.Topics = append(req.Topics, rt)
+			byLeader[p.Leader] = req
+		}
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p.Partition, -1, -1
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	}
+	out := map[int32]int64{}
+	for leader, req := range byLeader {
+		lresp, err := req.RequestWith(b.ctx(), cl.Broker(int(leader)))
+		if err != nil || len(lresp.Topics) != 1 {
+			return nil
+		}
+		for _, p := range lresp.Topics[0].Partitions {
+			if p.ErrorCode != 0 {
+				return nil
+			}
+			out[p.Partition] = p.Offset
+		}
+	}
+	return out
+}
+
+func sum(m map[int32]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// copyTimes are the moments a watched copy reached: its destination topic existed, its
+// first offset was there, its last.
+type copyTimes struct{ created, first, last time.Time }
+
+// watchCopy polls the destination topic's end offsets until they reach want. It fails the
+// measurement when the wait runs out or failed() reports an error (a FAILED partition).
+func (b *bench) watchCopy(topic string, want map[int32]int64, failed func() error) copyTimes {
+	deadline := time.Now().Add(b.o.waitLimit)
+	nextCheck := time.Now()
+	var t copyTimes
+	for {
+		ends := b.endOffsets(b.dst, topic)
+		now := time.Now()
+		if t.created.IsZero() && ends != nil {
+			t.created = now
+		}
+		if t.first.IsZero() && sum(ends) > 0 {
+			t.first = now
+		}
+		done := true
+		for p, w := range want {
+			if ends[p] < w {
+				done = false
+			}
+		}
+		if done && ends != nil {
+			t.last = now
+			return t
+		}
+		if failed != nil && now.After(nextCheck) {
+			if err := failed(); err != nil {
+				b.r.Fatalf("%s: %v", topic, err)
+			}
+			nextCheck = now.Add(time.Second)
+		}
+		if now.After(deadline) {
+			b.r.Fatalf("%s: destination at %d of %d offsets after %v", topic, sum(ends), sum(want), b.o.waitLimit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// startMirror starts mirroring topic and returns a check that reports a FAILED partition.
+func (b *bench) startMirror(topic string) func() error {
+	res, err := b.worker.Client.StartTopics(b.ctx(), mirrorName, []string{topic}, "")
+	b.r.check(err, "starting "+topic)
+	for _, x := range res {
+		b.r.check(x.Err(), "starting "+topic)
+	}
+	return func() error {
+		t, err := b.worker.Client.GetTopic(b.ctx(), mirrorName, topic)
+		if err != nil {
+			return nil // the API answers again in a moment; the deadline bounds the wait
+		}
+		for _, p := range t.Partitions {
+			if p.State == "FAILED" {
+				return fmt.Errorf("partition %d FAILED: %s", p.Partition, p.Error)
+			}
+		}
+		return nil
+	}
+}
+
+// waitMirroring waits until every partition of topic is MIRRORING.
+func (b *bench) waitMirroring(topic string) { b.waitState(topic, "MIRRORING") }
+
+// waitState waits until every partition of topic is in state.
+func (b *bench) waitState(topic, state string) {
+	deadline := time.Now().Add(b.o.waitLimit)
+	lastErr := ""
+	for {
+		t, err := b.worker.Client.GetTopic(b.ctx(), mirrorName, topic)
+		if err == nil && len(t.Partitions) > 0 {
+			n := 0
+			for _, p := range t.Partitions {
+				if p.State == state {
+					n++
+				}
+				if p.State == "FAILED" { // the worker retries; the deadline says when it did not help
+					lastErr = fmt.Sprintf("; %s[%d] FAILED: %s", topic, p.Partition, p.Error)
+				}
+			}
+			if n == len(t.Partitions) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			b.r.Fatalf("%s: not every partition %s after %v%s", topic, state, b.o.waitLimit, lastErr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (b *bench) workerCPU() time.Duration {
+	d, err := cpuTime(b.worker.Cmd.Process.Pid)
+	b.r.check(err, "worker CPU")
+	return d
+}
+
+// mibPerSecond is the payload over the time from the copy's first destination offset to its
+// last.
+func mibPerSecond(payload int64, t copyTimes) float64 {
+	return float64(payload) / (1 << 20) / t.last.Sub(t.first).Seconds()
+}
+
+// throughput writes the same load uncompressed and with zstd and copies each with the
+// worker, raw produces of its batches, a consumer+producer copier and MirrorMaker 2.
+func (b *bench) throughput(res *result) {
+	for _, codec := range []struct {
+		name  string
+		codec kgo.CompressionCodec
+	}{{"zstd", kgo.ZstdCompression()}, {"none", kgo.NoCompression()}} {
+		topic := "load-" + codec.name
+		payload := b.writeLoad(topic, codec.codec)
+		want := b.endOffsets(b.src, topic)
+		batches := b.fetchRaw(topic, want)
+		n, size := 0, 0
+		for _, bs := range batches {
+			for _, x := range bs {
+				n++
+				size += len(x)
+			}
+		}
+		res.set("batch."+codec.name, float64(size)/float64(n)/1024)
+
+		log.Printf("%s: mirror %s", b.kind, topic)
+		cpu0 := b.workerCPU()
+		failed := b.startMirror(topic)
+		t := b.watchCopy(topic, want, failed)
+		res.set("cpu."+codec.name, float64((b.workerCPU()-cpu0).Milliseconds())/(float64(payload)/(1<<20)))
+		res.set("mirror."+codec.name, mibPerSecond(payload, t))
+		b.pause(topic)
+
+		log.Printf("%s: direct raw ingest %s", b.kind, topic)
+		res.set("raw."+codec.name, mibPerSecond(payload, b.rawIngest(topic+".raw", batches, want)))
+
+		log.Printf("%s: consumer+producer %s", b.kind, topic)
+		res.set("copier."+codec.name, mibPerSecond(payload, b.copier(topic, topic+".copy", codec.codec, want)))
+
+		if b.kind == "kafka" && b.o.mm2 {
+			log.Printf("%s: MirrorMaker 2 %s", b.kind, topic)
+			stop := mirrorMaker(b.r, b.o.mm2Version, b.src, b.dst, topic, codec.name)
+			t := b.watchCopy("src."+topic, want, nil)
+			stop()
+			res.set("mm2."+codec.name, mibPerSecond(payload, t))
+		}
+	}
+}
+
+// writeLoad fills topic with o.mib MiB of compressible record values spread over its
+// partitions in batches of about o.batchKiB as stored (compressed, for zstd); it returns the
+// payload bytes.
+func (b *bench) writeLoad(topic string, codec kgo.CompressionCodec) int64 {
+	b.createTopic(b.sadm, topic, b.o.partitions, nil)
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := []string{"order", "customer", "shipped", "pending", "amount", "currency", "EUR", "warehouse", "42", "2026-12-03"}
+	value := func() []byte {
+		v := make([]byte, 0, b.o.valueBytes+16)
+		for len(v) < b.o.valueBytes {
+			v = append(v, words[rng.IntN(len(words))]...)
+			v = fmt.Appendf(v, " %d ", rng.IntN(100000))
+		}
+		return v[:b.o.valueBytes]
+	}
+	// kgo limits batches before compression: scale the limit by the values' zstd ratio so that
+	// stored batches have about the same size with both codecs.
+	batchBytes := b.o.batchKiB * 1024
+	if codec == kgo.ZstdCompression() {
+		var sample []byte
+		for range 64 {
+			sample = append(sample, value()...)
+		}
+		enc, _ := zstd.NewWriter(nil)
+		ratio := float64(len(sample)) / float64(len(enc.EncodeAll(sample, nil)))
+		enc.Close()
+		batchBytes = min(int(float64(batchBytes)*ratio), 900<<10)
+	}
+	prod, _ := b.client(b.src, kgo.ProducerBatchCompression(codec), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(int32(batchBytes)), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(1<<16))
+	records := b.o.mib * (1 << 20) / b.o.valueBytes
+	var errs atomic.Value
+	var wg sync.WaitGroup
+	for i := range records {
+		wg.Add(1)
+		prod.Produce(context.Background(), &kgo.Record{Topic: topic, Partition: int32(i % b.o.partitions), Key: fmt.Appendf(nil, "k%d", i), Value: value()},
+			func(_ *kgo.Record, err error) {
+				if err != nil {
+					errs.Store(err)
+				}
+				wg.Done()
+			})
+	}
+	wg.Wait()
+	if err, _ := errs.Load().(error); err != nil {
+		b.r.Fatalf("writing %s: %v", topic, err)
+	}
+	return int64(records) * int64(b.o.valueBytes)
+}
+
+// fetchRaw reads every batch of topic below want, per partition, with raw Fetch requests.
+func (b *bench) fetchRaw(topic string, want map[int32]int64) map[int32][][]byte {
+	meta, err := b.sadm.Metadata(b.ctx(), topic)
+	b.r.check(err, "metadata")
+	td := meta.Topics[topic]
+	out := map[int32][][]byte{}
+	for p, end := range want {
+		leader := b.sc.Broker(int(td.Partitions[p].Leader))
+		for off := int64(0); off < end; {
+			req := kmsg.NewPtrFetchRequest()
+			req.MaxWaitMillis, req.MaxBytes = 100, 32<<20
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = topic, td.ID
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, off, 16<<20
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := leader.Request(b.ctx(), req)
+			b.r.check(err, "raw fetch")
+			fr := resp.(*kmsg.FetchResponse)
+			if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 {
+				b.r.Fatalf("raw fetch of %s[%d]: unexpected answer shape", topic, p)
+			}
+			fp := fr.Topics[0].Partitions[0]
+			if fp.ErrorCode != 0 {
+				b.r.Fatalf("raw fetch of %s[%d]: error %d", topic, p, fp.ErrorCode)
+			}
+			for raw := fp.RecordBatches; len(raw) >= 12; {
+				n := 12 + int(int32(binary.BigEndian.Uint32(raw[8:12])))
+				if n > len(raw) {
+					break
+				}
+				batch := raw[:n]
+				raw = raw[n:]
+				base := int64(binary.BigEndian.Uint64(batch))
+				last := base + int64(int32(binary.BigEndian.Uint32(batch[23:27])))
+				if last < off {
+					continue
+				}
+				out[p] = append(out[p], anonymous(batch))
+				off = last + 1
+			}
+		}
+	}
+	return out
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// anonymous is a copy of batch without producer identity, as a client without idempotence
+// would send it: offsets from 0, no producer id, epoch or sequence, a new CRC.
+func anonymous(batch []byte) []byte {
+	c := append([]byte(nil), batch...)
+	binary.BigEndian.PutUint64(c[0:], 0)
+	binary.BigEndian.PutUint32(c[12:], 0xffffffff)
+	binary.BigEndian.PutUint16(c[21:], binary.BigEndian.Uint16(c[21:])&^0x30) // not transactional, not control
+	binary.BigEndian.PutUint64(c[43:], 0xffffffffffffffff)
+	binary.BigEndian.PutUint16(c[51:], 0xffff)
+	binary.BigEndian.PutUint32(c[53:], 0xffffffff)
+	binary.BigEndian.PutUint32(c[17:], crc32.Checksum(c[21:], castagnoli))
+	return c
+}
+
+// rawIngest is the destination's own ingest speed for these batches: produce requests that
+// carry one batch for every partition, several in flight.
+func (b *bench) rawIngest(topic string, batches map[int32][][]byte, want map[int32]int64) copyTimes {
+	b.createTopic(b.dadm, topic, b.o.partitions, nil)
+	meta, err := b.dadm.Metadata(b.ctx(), topic)
+	b.r.check(err, "metadata")
+	td := meta.Topics[topic]
+	var wg sync.WaitGroup
+	rounds := make(chan int)
+	var failure atomic.Value
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				byLeader := map[int32]*kmsg.ProduceRequest{}
+				for p, bs := range batches {
+					if i >= len(bs) {
+						continue
+					}
+					leader := td.Partitions[p].Leader
+					req := byLeader[leader]
+					if req == nil {
+						req = kmsg.NewPtrProduceRequest()
+						req.Acks, req.TimeoutMillis = -1, 30_000
+						rt := kmsg.NewProduceRequestTopic()
+						rt.Topic, rt.TopicID = topic, td.ID
+						req.Topics = append(req.Topics, rt)
+						byLeader[leader] = req
+					}
+					rp := kmsg.NewProduceRequestTopicPartition()
+					rp.Partition, rp.Records = p, bs[i]
+					req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+				}
+				for leader, req := range byLeader {
+					resp, err := b.dc.Broker(int(leader)).Request(b.ctx(), req)
+					if err == nil {
+						for _, rp := range resp.(*kmsg.ProduceResponse).Topics[0].Partitions {
+							if rp.ErrorCode != 0 {
+								err = fmt.Errorf("partition %d: error %d", rp.Partition, rp.ErrorCode)
+							}
+						}
+					}
+					if err != nil {
+						failure.Store(err)
+					}
+				}
+			}
+		}()
+	}
+	rounds2 := 0
+	for _, bs := range batches {
+		rounds2 = max(rounds2, len(bs))
+	}
+	go func() {
+		for i := range rounds2 {
+			rounds <- i
+		}
+		close(rounds)
+	}()
+	// The answers come back in any order: the destination's offsets only add up to want
+	// (per partition, with the same record counts), which is all this measure needs.
+	t := b.watchCopy(topic, want, func() error { err, _ := failure.Load().(error); return err })
+	wg.Wait()
+	return t
+}
+
+// copier is the decode-and-re-produce baseline MirrorMaker 2 stands for: a kgo consumer
+// feeding a kgo producer that compresses with the source's codec.
+func (b *bench) copier(from, to string, codec kgo.CompressionCodec, want map[int32]int64) copyTimes {
+	b.createTopic(b.dadm, to, b.o.partitions, nil)
+	start := map[string]map[int32]kgo.Offset{from: {}}
+	for p := range want {
+		start[from][p] = kgo.NewOffset().AtStart()
+	}
+	cons, _ := b.client(b.src, kgo.ConsumePartitions(start), kgo.FetchMaxBytes(64<<20))
+	prod, _ := b.client(b.dst, kgo.ProducerBatchCompression(codec), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxBufferedRecords(1<<16))
+	var failure atomic.Value
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		total := sum(want)
+		for n := int64(0); n < total; {
+			fs := cons.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			fs.EachRecord(func(rec *kgo.Record) {
+				n++
+				prod.Produce(ctx, &kgo.Record{Topic: to, Partition: rec.Partition, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp},
+					func(_ *kgo.Record, err error) {
+						if err != nil {
+							failure.Store(err)
+						}
+					})
+			})
+		}
+	}()
+	return b.watchCopy(to, want, func() error { err, _ := failure.Load().(error); return err })
+}
+
+// latencies reads records of topic written by stamp on the destination from the given
+// offsets and sends each one's delay (now minus the time in its value) to got.
+func (b *bench) latencies(ctx context.Context, topic string, from map[int32]int64, got chan<- time.Duration) {
+	start := map[string]map[int32]kgo.Offset{topic: {}}
+	for p, o := range from {
+		start[topic][p] = kgo.NewOffset().At(o)
+	}
+	cons, _ := b.client(b.dst, kgo.ConsumePartitions(start), kgo.FetchMaxWait(time.Second))
+	go func() {
+		for ctx.Err() == nil {
+			fs := cons.PollFetches(ctx)
+			now := time.Now()
+			fs.EachRecord(func(rec *kgo.Record) {
+				if len(rec.Value) >= 8 {
+					got <- now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(rec.Value))))
+				}
+			})
+		}
+	}()
+}
+
+func stamp() []byte { return binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano())) }
+
+func percentile(sorted []time.Duration, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := min(len(sorted)-1, int(q*float64(len(sorted))))
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+// busyBesideIdle writes a steady stream into one partition while 7 others on the same
+// broker stay idle, and measures the stream's end-to-end delay.
+func (b *bench) busyBesideIdle(res *result) {
+	const topic = "busy"
+	b.createTopic(b.sadm, topic, 8, nil)
+	b.startMirror(topic)
+	b.waitMirroring(topic)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan time.Duration, 1<<16)
+	b.latencies(ctx, topic, map[int32]int64{0: 0}, got)
+	prod, _ := b.client(b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	sent := 0
+	for end := time.Now().Add(b.o.busyFor); time.Now().Before(end); sent++ {
+		prod.Produce(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: stamp()}, nil)
+		time.Sleep(2 * time.Millisecond)
+	}
+	b.r.check(prod.Flush(b.ctx()), "flushing the busy partition")
+	ds := b.collect(got, sent)
+	res.set("busy.p50", percentile(ds, 0.5))
+	res.set("busy.p99", percentile(ds, 0.99))
+	b.pause(topic)
+}
+
+// collect waits for n delays (at most o.waitLimit) and returns them sorted.
+func (b *bench) collect(got <-chan time.Duration, n int) []time.Duration {
+	var ds []time.Duration
+	timeout := time.After(b.o.waitLimit)
+	for len(ds) < n {
+		select {
+		case d := <-got:
+			ds = append(ds, d)
+		case <-timeout:
+			b.r.Fatalf("%d of %d records reached the destination within %v", len(ds), n, b.o.waitLimit)
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds
+}
+
+// idlePickup mirrors a topic of many empty partitions, then writes one record into each of
+// a few of them and measures how long each takes to reach the destination.
+func (b *bench) idlePickup(res *result) {
+	const topic = "idle"
+	n := b.o.idlePartitions
+	b.createTopic(b.sadm, topic, n, nil)
+	t0 := time.Now()
+	b.startMirror(topic)
+	b.waitMirroring(topic)
+	res.set("idle.ready", time.Since(t0).Seconds())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	from := map[int32]int64{}
+	for p := range n {
+		from[int32(p)] = 0
+	}
+	got := make(chan time.Duration, b.o.samples)
+	b.latencies(ctx, topic, from, got)
+	prod, _ := b.client(b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, p := range rand.Perm(n)[:min(n, b.o.samples)] {
+		b.r.check(prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Partition: int32(p), Value: stamp()}).FirstErr(), "writing an idle partition")
+		time.Sleep(100 * time.Millisecond)
+	}
+	var ds []time.Duration
+	timeout := time.After(b.o.waitLimit)
+	for len(ds) < min(n, b.o.samples) {
+		select {
+		case d := <-got:
+			ds = append(ds, d)
+			continue
+		case <-timeout:
+		}
+		break
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	res.set("idle.missing", float64(min(n, b.o.samples)-len(ds)))
+	res.set("idle.p50", percentile(ds, 0.5))
+	res.set("idle.p99", percentile(ds, 0.99))
+	res.set("idle.max", percentile(ds, 1))
+	b.pause(topic)
+}
+
+// compactedHoles writes a compacted topic in which the cleaner removes nine of every ten
+// offsets, then mirrors it: every removed offset is a hole the worker fills.
+func (b *bench) compactedHoles(res *result) {
+	const topic = "compacted"
+	configs := map[string]*string{
+		"cleanup.policy":            kadm.StringPtr("compact"),
+		"segment.ms":                kadm.StringPtr("100"),
+		"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
+		"delete.retention.ms":       kadm.StringPtr("100"),
+	}
+	b.createTopic(b.sadm, topic, 1, configs)
+	prod, _ := b.client(b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<10))
+	var recs []*kgo.Record
+	for i := range b.o.compacted {
+		key := fmt.Sprintf("dup-%d", i%50)
+		if i%10 == 0 {
+			key = fmt.Sprintf("unique-%d", i)
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte("v")})
+	}
+	b.r.check(prod.ProduceSync(b.ctx(), recs...).FirstErr(), "writing the compacted topic")
+	live := b.waitCompacted(prod, topic)
+	want := b.endOffsets(b.src, topic)
+	holes := sum(want) - live
+	// The destination's cleaner must not run while the mirror writes (the logs would differ
+	// for a while); the worker creates the topic with the source's configs.
+	t := b.watchCopy(topic, want, b.startMirror(topic))
+	res.set("compacted.offsets", float64(sum(want)))
+	res.set("compacted.holes", float64(holes))
+	res.set("compacted.rate", float64(sum(want))/t.last.Sub(t.created).Seconds())
+	b.pause(topic)
+}
+
+// waitCompacted makes the source's cleaner run until fewer than half the offsets hold a
+// record, and returns the number of records left.
+func (b *bench) waitCompacted(prod *kgo.Client, topic string) int64 {
+	deadline := time.Now().Add(b.o.waitLimit)
+	for {
+		if b.src.compact != nil {
+			b.src.compact()
+		} else {
+			// The active segment is never cleaned: a record rolls it (segment.ms).
+			b.r.check(prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Key: []byte("roll"), Value: []byte("r")}).FirstErr(), "rolling")
+		}
+		end := b.endOffsets(b.src, topic)[0]
+		live := b.countRecords(topic, end)
+		if live < end/2 {
+			return live
+		}
+		if time.Now().After(deadline) {
+			b.r.Fatalf("the source's cleaner left %d of %d records", live, end)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func (b *bench) countRecords(topic string, end int64) int64 {
+	cons, _ := b.client(b.src, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	defer cons.Close()
+	var n int64
+	for last := int64(-1); last < end-1; {
+		fs := cons.PollFetches(b.ctx())
+		b.r.check(fs.Err0(), "counting records")
+		fs.EachRecord(func(rec *kgo.Record) { n++; last = rec.Offset })
+	}
+	return n
+}
+
+// headAlignment mirrors a topic whose log starts at o.headOffset: the worker must advance
+// the empty destination there before the first record.
+func (b *bench) headAlignment(res *result) {
+	const topic = "head"
+	b.createTopic(b.sadm, topic, 1, nil)
+	meta, err := b.sadm.Metadata(b.ctx(), topic)
+	b.r.check(err, "metadata")
+	td := meta.Topics[topic]
+	const per = 1_000_000
+	full := fillerBatch(per)
+	for done := int64(0); done < b.o.headOffset; done += per {
+		batch := full
+		if n := b.o.headOffset - done; n < per {
+			batch = fillerBatch(int(n))
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 30_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic, rt.TopicID = topic, td.ID
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := b.sc.Broker(int(td.Partitions[0].Leader)).Request(b.ctx(), req)
+		b.r.check(err, "writing filler")
+		if code := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+			b.r.Fatalf("writing filler: error %d", code)
+		}
+	}
+	var at kadm.Offsets
+	at.Add(kadm.Offset{Topic: topic, Partition: 0, At: b.o.headOffset})
+	del, err := b.sadm.DeleteRecords(b.ctx(), at)
+	b.r.check(err, "DeleteRecords")
+	b.r.check(del.Error(), "DeleteRecords")
+	prod, _ := b.client(b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	b.r.check(prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Value: []byte("first")}).FirstErr(), "writing after the head")
+	want := b.endOffsets(b.src, topic)
+	cpu0 := b.workerCPU()
+	t := b.watchCopy(topic, want, b.startMirror(topic))
+	res.set("head.seconds", t.last.Sub(t.created).Seconds())
+	res.set("head.cpu", float64((b.workerCPU() - cpu0).Milliseconds()))
+	b.pause(topic)
+}
+
+// fillerBatch is a zstd batch of n empty records, without producer identity.
+func fillerBatch(n int) []byte {
+	var recs []byte
+	for i := range n {
+		var body []byte
+		body = append(body, 0)             // attributes
+		body = kbin.AppendVarlong(body, 0) // timestamp delta
+		body = kbin.AppendVarint(body, int32(i))
+		body = kbin.AppendVarint(body, -1) // null key
+		body = kbin.AppendVarint(body, -1) // null value
+		body = kbin.AppendVarint(body, 0)  // no headers
+		recs = kbin.AppendVarint(recs, int32(len(body)))
+		recs = append(recs, body...)
+	}
+	enc, _ := zstd.NewWriter(nil)
+	defer enc.Close()
+	now := time.Now().UnixMilli()
+	batch := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1, Magic: 2, Attributes: 4, LastOffsetDelta: int32(n - 1),
+		FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+		NumRecords: int32(n), Records: enc.EncodeAll(recs, nil),
+	}
+	raw := batch.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
+	return raw
+}

@@ -1,0 +1,237 @@
+// Command bench measures the worker against the destination's own ingest speed and against
+// decode-and-re-produce copiers, on real Apache Kafka brokers and on kfake, every cluster and
+// the worker in a process of its own (issue #16). It prints one table of ratios and one of the
+// figures behind them. It is no test: nothing in ./scripts/test.sh runs it.
+//
+//	go run ./tools/bench                      # both cluster kinds, small defaults (a few minutes)
+//	go run ./tools/bench -clusters kfake -mib 256 -idle-partitions 1000
+//
+// Throughput is the source's record payload (uncompressed MiB) divided by the time from the
+// first offset seen on the destination to the last, so start-up (topic creation, MirrorMaker's
+// Connect start) counts for no method. Worker CPU comes from /proc/<pid>/stat of the worker
+// process alone.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+type options struct {
+	clusters       []string
+	kafkaVersion   string
+	mm2Version     string
+	mm2            bool
+	mib            int
+	partitions     int
+	valueBytes     int
+	batchKiB       int
+	idlePartitions int
+	samples        int
+	busyFor        time.Duration
+	compacted      int
+	headOffset     int64
+	waitLimit      time.Duration
+	only           map[string]bool
+	workerLog      string
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == kfakeChildArg {
+		os.Exit(serveKfake(os.Stdin, os.Stdout))
+	}
+	var o options
+	var clusters string
+	flag.StringVar(&clusters, "clusters", "kafka,kfake", "cluster kinds to measure on, comma-separated: kafka (Apache Kafka brokers), kfake")
+	flag.StringVar(&o.kafkaVersion, "kafka-version", kafkatest.KafkaNewest, "Apache Kafka version of the source and destination brokers")
+	flag.BoolVar(&o.mm2, "mm2", true, "run MirrorMaker 2 (dedicated mode) as the peer baseline on Apache Kafka")
+	flag.StringVar(&o.mm2Version, "mm2-version", "4.0.0", "connect-mirror version (the newest Maven Central serves here)")
+	flag.IntVar(&o.mib, "mib", 64, "record payload per codec, MiB")
+	flag.IntVar(&o.partitions, "partitions", 8, "partitions of the throughput topics")
+	flag.IntVar(&o.valueBytes, "value-bytes", 1024, "bytes per record value")
+	flag.IntVar(&o.batchKiB, "batch-kib", 30, "source batch size before compression, KiB")
+	flag.IntVar(&o.idlePartitions, "idle-partitions", 1000, "partitions of the idle-pickup topic")
+	flag.IntVar(&o.samples, "samples", 20, "records written to idle partitions for the pickup latency")
+	flag.DurationVar(&o.busyFor, "busy-for", 10*time.Second, "how long the busy partition is written beside 7 idle ones")
+	flag.IntVar(&o.compacted, "compacted-records", 2000, "records written to the compacted topic before the cleaner runs")
+	flag.Int64Var(&o.headOffset, "head-offset", 10_000_000, "source log start offset for head alignment")
+	flag.DurationVar(&o.waitLimit, "wait", 5*time.Minute, "longest wait for one measurement")
+	var only string
+	flag.StringVar(&only, "only", "", "measurements to run, comma-separated (throughput, head, compacted, busy, idle; default all)")
+	flag.StringVar(&o.workerLog, "worker-log", "", "file that receives the worker's output of each cluster kind (suffixed with the kind)")
+	flag.Parse()
+	if only != "" {
+		o.only = map[string]bool{}
+		for _, m := range strings.Split(only, ",") {
+			o.only[m] = true
+		}
+	}
+	o.clusters = strings.Split(clusters, ",")
+	log.SetFlags(log.Ltime | log.Lmicroseconds)
+
+	bin, cleanup, err := buildWorker()
+	if err != nil {
+		log.Fatalf("building the worker: %v", err)
+	}
+	defer cleanup()
+	var results []*result
+	for _, kind := range o.clusters {
+		results = append(results, measureOn(kind, bin, o))
+	}
+	printTables(os.Stdout, results)
+}
+
+// result is every figure of one cluster kind; a measurement that could not be made keeps
+// its reason in errs.
+type result struct {
+	kind    string
+	figures map[string]float64
+	errs    map[string]string
+}
+
+func (r *result) set(key string, v float64) { r.figures[key] = v }
+
+// measureOn runs every measurement on one cluster kind. Each measurement recovers on its
+// own, so that one failure (a FAILED partition, a wait that ran out) leaves the others.
+func measureOn(kind, bin string, o options) *result {
+	res := &result{kind: kind, figures: map[string]float64{}, errs: map[string]string{}}
+	r := &runner{}
+	defer r.close()
+	ok := r.try(func() {
+		b := newBench(r, kind, bin, o)
+		for _, m := range []struct {
+			name string
+			run  func(*result)
+		}{
+			{"throughput", b.throughput},
+			{"head", b.headAlignment},
+			{"busy", b.busyBesideIdle},
+			{"idle", b.idlePickup},
+			{"compacted", b.compactedHoles},
+		} {
+			if o.only != nil && !o.only[m.name] {
+				continue
+			}
+			log.Printf("%s: %s", kind, m.name)
+			if err := r.catch(func() { m.run(res) }); err != "" {
+				res.errs[m.name] = err
+				log.Printf("%s: %s failed: %s", kind, m.name, err)
+			}
+		}
+	})
+	if ok != "" {
+		res.errs["setup"] = ok
+		log.Printf("%s: setup failed: %s", kind, ok)
+	}
+	return res
+}
+
+// row is one line of the ratio table: how to compute it from a result, and the goal the
+// issue sets.
+type row struct {
+	name  string
+	goal  string
+	group string // the measurement whose failure explains a missing value
+	value func(f map[string]float64) (string, bool)
+}
+
+func ratio(a, b string) func(map[string]float64) (string, bool) {
+	return func(f map[string]float64) (string, bool) {
+		x, ok1 := f[a]
+		y, ok2 := f[b]
+		if !ok1 || !ok2 || y == 0 {
+			return "", false
+		}
+		return fmt.Sprintf("%.2f", x/y), true
+	}
+}
+
+// formatted prints the figures keys with format, when all of them were measured.
+func formatted(format string, keys ...string) func(map[string]float64) (string, bool) {
+	return func(f map[string]float64) (string, bool) {
+		var vs []any
+		for _, k := range keys {
+			v, ok := f[k]
+			if !ok {
+				return "", false
+			}
+			vs = append(vs, v)
+		}
+		return fmt.Sprintf(format, vs...), true
+	}
+}
+
+var ratioRows = []row{
+	{"mirror / direct raw ingest, zstd", "≥ 0.8", "throughput", ratio("mirror.zstd", "raw.zstd")},
+	{"mirror / direct raw ingest, uncompressed", "≥ 0.8", "throughput", ratio("mirror.none", "raw.none")},
+	{"mirror / consumer+producer, zstd", "≥ 5", "throughput", ratio("mirror.zstd", "copier.zstd")},
+	{"mirror / consumer+producer, uncompressed", "≥ 1.5", "throughput", ratio("mirror.none", "copier.none")},
+	{"mirror / MirrorMaker 2, zstd", "", "throughput", ratio("mirror.zstd", "mm2.zstd")},
+	{"mirror / MirrorMaker 2, uncompressed", "", "throughput", ratio("mirror.none", "mm2.none")},
+	{"worker CPU per MiB, zstd (ms)", "≤ 1", "throughput", formatted("%.2f", "cpu.zstd")},
+	{"worker CPU per MiB, uncompressed (ms)", "", "throughput", formatted("%.2f", "cpu.none")},
+	{"one busy + 7 idle partitions: end-to-end p99 (ms)", "< 20", "busy", formatted("%.0f", "busy.p99")},
+	{"idle partitions: all MIRRORING → lag 0 (s)", "< 5", "idle", formatted("%.1f", "idle.ready")},
+	{"idle partitions: new record picked up p50 / p99 / max (ms)", "p99 < 100", "idle", formatted("%.0f / %.0f / %.0f", "idle.p50", "idle.p99", "idle.max")},
+	{"compacted topic: offsets per second through holes", "≥ 50,000", "compacted", formatted("%.0f", "compacted.rate")},
+	{"head alignment to the log start: time (s)", "< 1", "head", formatted("%.2f", "head.seconds")},
+	{"head alignment: worker CPU (ms)", "a tenth of today", "head", formatted("%.0f", "head.cpu")},
+}
+
+var figureRows = []row{
+	{"mirror, zstd (MiB/s)", "", "throughput", formatted("%.1f", "mirror.zstd")},
+	{"direct raw ingest, zstd (MiB/s)", "", "throughput", formatted("%.1f", "raw.zstd")},
+	{"consumer+producer, zstd (MiB/s)", "", "throughput", formatted("%.1f", "copier.zstd")},
+	{"MirrorMaker 2, zstd (MiB/s)", "", "throughput", formatted("%.1f", "mm2.zstd")},
+	{"mirror, uncompressed (MiB/s)", "", "throughput", formatted("%.1f", "mirror.none")},
+	{"direct raw ingest, uncompressed (MiB/s)", "", "throughput", formatted("%.1f", "raw.none")},
+	{"consumer+producer, uncompressed (MiB/s)", "", "throughput", formatted("%.1f", "copier.none")},
+	{"MirrorMaker 2, uncompressed (MiB/s)", "", "throughput", formatted("%.1f", "mm2.none")},
+	{"source log bytes per batch, zstd / uncompressed (KiB)", "", "throughput", formatted("%.0f / %.0f", "batch.zstd", "batch.none")},
+	{"one busy + 7 idle: p50 (ms)", "", "busy", formatted("%.0f", "busy.p50")},
+	{"idle pickups not seen within the wait", "", "idle", formatted("%.0f", "idle.missing")},
+	{"compacted topic: offsets / holes", "", "compacted", formatted("%.0f / %.0f", "compacted.offsets", "compacted.holes")},
+}
+
+func printTables(w io.Writer, results []*result) {
+	for _, table := range []struct {
+		title string
+		rows  []row
+	}{{"ratios", ratioRows}, {"figures", figureRows}} {
+		fmt.Fprintf(w, "\n%s\n", table.title)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		head := "measure"
+		for _, r := range results {
+			head += "\t" + r.kind
+		}
+		fmt.Fprintln(tw, head+"\tgoal")
+		for _, rw := range table.rows {
+			line := rw.name
+			for _, r := range results {
+				v, ok := rw.value(r.figures)
+				if !ok {
+					v = "n/a"
+					if r.errs[rw.group] != "" || r.errs["setup"] != "" {
+						v = "failed"
+					}
+				}
+				line += "\t" + v
+			}
+			fmt.Fprintln(tw, line+"\t"+rw.goal)
+		}
+		tw.Flush()
+	}
+	for _, r := range results {
+		for name, err := range r.errs {
+			fmt.Fprintf(w, "%s %s: %s\n", r.kind, name, err)
+		}
+	}
+}
