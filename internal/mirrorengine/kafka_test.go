@@ -188,6 +188,7 @@ func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 			}
 		}
 		waitCleaned(t, src, prod, topic, 2)
+		stopCleaning(t, src, topic, 2)
 		empty := 0
 		for _, b := range rawBatches(t, src, topic, 0) {
 			if b.recordCount() == 0 {
@@ -238,6 +239,46 @@ func waitCleaned(t *testing.T, c *kafkatest.Cluster, prod *kgo.Client, topic str
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// stopCleaning keeps the log cleaner off the topic from now on and waits until a pass that
+// may still run has ended: a source cleaned again under the mirror removes records the
+// destination already holds.
+func stopCleaning(t *testing.T, c *kafkatest.Cluster, topic string, partitions int32) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := c.Admin(t).AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Name: "segment.ms", Value: kadm.StringPtr("604800000")},
+		{Name: "min.cleanable.dirty.ratio", Value: kadm.StringPtr("0.99")},
+	}, topic)
+	if err == nil {
+		_, err = res.On(topic, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := func() string {
+		var b strings.Builder
+		for p := range partitions {
+			batches, err := readBatches(t, c, topic, p)
+			if err != nil {
+				return err.Error()
+			}
+			for _, rb := range batches {
+				fmt.Fprintf(&b, "%d-%d:%d ", rb.baseOffset(), rb.lastOffset(), rb.recordCount())
+			}
+		}
+		return b.String()
+	}
+	// A pass that began before the change ends within moments; the log must then stay as
+	// it is for a while.
+	last, since := layout(), time.Now()
+	waitFor(t, "the log cleaner of "+topic+" to stop", func() bool {
+		if now := layout(); now != last {
+			last, since = now, time.Now()
+		}
+		return time.Since(since) > 3*time.Second
+	})
 }
 
 // DeleteRecords moves the source log start before and while mirroring, also into the
