@@ -6,13 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 )
 
 // Produces whose outcome the mirror never learns: the connection drops with a produce on it
 // and the request reaches the broker later, or the broker appends it and its answer is lost.
-// The next session resends the same batches with the same producer id and sequences, so the
-// broker deduplicates them: no record doubled, no partition FAILED.
+// The next session continues the partition's data producer (or bumps its epoch where the
+// partition does not list it), so the broker deduplicates or rejects the late batch: no
+// record doubled, no partition FAILED.
 func TestMirrorProduceWithUnknownOutcome(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	unknownOutcome(t, src, dst, "unknown")
@@ -24,7 +27,11 @@ func TestKafkaMirrorProduceWithUnknownOutcome(t *testing.T) {
 	})
 }
 
-func unknownOutcome(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+// faultyMirror creates topic on both clusters and mirrors 100 records with a mirror whose
+// destination client breaks produces on demand. It returns the faults, the source's
+// producer, the mirror's outcome and what stops the mirror.
+func faultyMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string) (*kafkatest.ProduceFaults, *kgo.Client, chan error, context.CancelFunc) {
+	t.Helper()
 	src.CreateTopic(t, topic, 1, nil)
 	dst.CreateTopic(t, topic, 1, nil)
 	prod := manualProducer(t, src)
@@ -32,11 +39,16 @@ func unknownOutcome(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 
 	faults := &kafkatest.ProduceFaults{}
 	m := NewPartitionMirror(src.Client(t), dst.Client(t, faults.Opt()), PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: true})
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- m.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-errc })
 	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	return faults, prod, errc, stop
+}
+
+func unknownOutcome(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+	faults, prod, errc, stop := faultyMirror(t, src, dst, topic)
+	t.Cleanup(func() { stop(); <-errc })
 
 	faults.HoldNext(time.Second)
 	for i := range 5 {
@@ -87,17 +99,7 @@ func TestKafkaMirrorUnknownOutcomeAcrossWorkers(t *testing.T) {
 }
 
 func unknownOutcomeAcrossWorkers(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
-	src.CreateTopic(t, topic, 1, nil)
-	dst.CreateTopic(t, topic, 1, nil)
-	prod := manualProducer(t, src)
-	produceSync(t, prod, records(topic, 0, 100, "before")...)
-
-	faults := &kafkatest.ProduceFaults{}
-	first := NewPartitionMirror(src.Client(t), dst.Client(t, faults.Opt()), PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: true})
-	ctx, kill := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- first.Run(ctx) }()
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	faults, prod, errc, kill := faultyMirror(t, src, dst, topic)
 
 	faults.HoldNext(3 * time.Second)
 	produceSync(t, prod, records(topic, 0, 20, "held")...)
