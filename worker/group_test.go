@@ -160,17 +160,19 @@ func TestWorkerGroupKillOne(t *testing.T) {
 			t.Fatalf("kafkamirror-worker group: exit %d, want three workers, one applying the commands:\n%s", code, out)
 		}
 		t.Logf("kafkamirror-worker group:\n%s", out)
-		out, code = workers[2].cli(t, "describe", "--mirror", "g", "--workers")
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		column := slices.Index(strings.Fields(lines[0]), "WORKER")
-		named := column > 0 && len(lines) == partitions+1
-		for _, l := range lines[1:] {
-			f := strings.Fields(l)
-			named = named && len(f) > column && f[column] != "-"
-		}
-		if code != 0 || !named {
-			t.Fatalf("describe --workers: exit %d, want a WORKER of every partition:\n%s", code, out)
-		}
+		// A worker learns the other workers' partitions when it next rereads __mirror_state
+		// (every second).
+		waitFor(t, 10*time.Second, "describe --workers on another worker to name the worker of every partition", func() (bool, string) {
+			out, code := workers[2].cli(t, "describe", "--mirror", "g", "--workers")
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			column := slices.Index(strings.Fields(lines[0]), "WORKER")
+			named := code == 0 && column > 0 && len(lines) == partitions+1
+			for _, l := range lines[1:] {
+				f := strings.Fields(l)
+				named = named && len(f) > column && f[column] != "-"
+			}
+			return named, out
+		})
 
 		workers[0].Kill()
 		<-workers[0].Done()
