@@ -92,14 +92,16 @@ func TestWorkerGroupKillOne(t *testing.T) {
 		prod, workers := startGroup(t, src, dst, partitions, 3)
 		ctx := ctxT(t)
 
-		// Two creates of one mirror through two workers at once: one outcome.
+		// Two applies creating one mirror with different settings through two workers at
+		// once: one outcome (a create repeating the one that took effect would succeed).
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		for i := range errs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = workers[i+1].Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "g", Source: api.SourceConnection{BootstrapServers: src.Addrs()}})
+				_, errs[i] = workers[i+1].Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "g", Source: api.SourceConnection{BootstrapServers: src.Addrs()},
+					Sync: &api.SyncSettings{Interval: fmt.Sprintf("%dm", i+1)}})
 			}()
 		}
 		wg.Wait()

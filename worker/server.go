@@ -25,9 +25,6 @@ import (
 // maxBody bounds request bodies: a mirror definition with PEM certificates is a few KiB.
 const maxBody = 1 << 20
 
-// commandTimeout bounds a command once started (see handle).
-const commandTimeout = 5 * time.Minute
-
 // engineAPI is the part of *mirrorengine.Engine the API uses.
 type engineAPI interface {
 	CreateClusterMirror(ctx context.Context, m mirrorengine.MirrorRecord) (mirrorengine.MirrorRecord, error)
@@ -268,7 +265,7 @@ func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
 // command's arrival, before it queues behind others (mirrorengine.CommandArrived).
 func commandContext(r *http.Request) (context.Context, context.CancelFunc) {
 	ctx := mirrorengine.CommandArrived(context.WithoutCancel(r.Context()), time.Now())
-	return context.WithTimeout(ctx, commandTimeout)
+	return context.WithTimeout(ctx, api.CommandTimeout)
 }
 
 func (s *server) createMirror(w http.ResponseWriter, r *http.Request, e engineAPI) error {

@@ -61,8 +61,13 @@ func TestWorkerLifecycle(t *testing.T) {
 	if m.Name != "m1" || m.SourceClusterID != src.ID() || m.TopicCount != 0 || strings.Join(m.Source.BootstrapServers, ",") != strings.Join(src.Addrs(), ",") {
 		t.Fatalf("created %+v", m)
 	}
-	_, err = c.CreateMirror(ctx, api.CreateMirrorRequest{Name: "m1", Source: api.SourceConnection{BootstrapServers: src.Addrs()}})
-	wantAPIError(t, "second create", err, 409, api.CodeClusterMirrorAlreadyExists)
+	// A repeat (a retried create whose answer was lost) is done; other settings under the
+	// name are refused.
+	if again, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: "m1", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil || !again.CreatedAt.Equal(m.CreatedAt) {
+		t.Fatalf("repeated create: %+v, %v; want the mirror created before", again, err)
+	}
+	_, err = c.CreateMirror(ctx, api.CreateMirrorRequest{Name: "m1", Source: api.SourceConnection{BootstrapServers: src.Addrs()}, Sync: &api.SyncSettings{Interval: "5m"}})
+	wantAPIError(t, "create with other settings", err, 409, api.CodeClusterMirrorAlreadyExists)
 
 	topics, err := c.SourceTopics(ctx, "m1", "^ord")
 	if err != nil || strings.Join(topics, ",") != "orders" {
@@ -334,8 +339,12 @@ func TestWorkerAPIErrors(t *testing.T) {
 		}
 	}
 	res, err = c.StartTopics(ctx, "m", []string{"present"}, "")
+	if err != nil || res[0].ErrorCode != "" {
+		t.Fatalf("repeated start: %+v, %v; want done", res, err)
+	}
+	res, err = c.StartTopics(ctx, "m", []string{"present"}, "recreate")
 	if err != nil || res[0].ErrorCode != api.CodeTopicAlreadyInClusterMirror {
-		t.Fatalf("second start: %+v, %v", res, err)
+		t.Fatalf("start with another divergence: %+v, %v", res, err)
 	}
 	res, err = c.PauseTopics(ctx, "m", []string{"absent"})
 	if err != nil || res[0].ErrorCode != api.CodeTopicNotInClusterMirror {

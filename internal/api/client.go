@@ -32,8 +32,9 @@ type ClientConfig struct {
 	// RetryWaitMin and RetryWaitMax bound the exponential back-off between attempts;
 	// zero means 200ms and 5s.
 	RetryWaitMin, RetryWaitMax time.Duration
-	// Timeout bounds one attempt; zero means 2 minutes (starting a topic with
-	// divergence "recreate" deletes and recreates a topic, which can take a while).
+	// Timeout bounds one attempt; zero means DefaultAttemptTimeout, which outlasts the
+	// worker's own bound on a command (CommandTimeout), so a slow command is awaited rather
+	// than sent again.
 	Timeout time.Duration
 	// Logger receives a debug line per retry; nil means silent.
 	Logger *slog.Logger
@@ -44,16 +45,21 @@ type ClientConfig struct {
 // DefaultRetryMax is the retry count of a zero ClientConfig.RetryMax.
 const DefaultRetryMax = 4
 
+// CommandTimeout is how long a worker works on one command at most before it answers.
+const CommandTimeout = 5 * time.Minute
+
+// DefaultAttemptTimeout is the per-attempt timeout of a zero ClientConfig.Timeout.
+const DefaultAttemptTimeout = CommandTimeout + time.Minute
+
 // Client calls the worker's HTTP API v1. It retries connection errors and 5xx answers (the
 // worker still loading, a cluster unreachable, an internal error) with exponential back-off,
 // and never a 4xx: those are refusals that the same request would get again. Every method
 // takes a context, which bounds all attempts together. A non-2xx answer is returned as
 // *Error. A Client is safe for concurrent use.
 //
-// Commands are retried like reads. A retried command whose first attempt did take effect
-// before the failure answers as a repeat would (CLUSTER_MIRROR_ALREADY_EXISTS for a create,
-// TOPIC_ALREADY_IN_CLUSTER_MIRROR for a start), so callers treat those as "done" when they
-// follow a retry.
+// Commands are retried like reads. Create and start are idempotent on the worker (the same
+// mirror or topic with the same settings answers success), so a retry of one whose first
+// answer was lost succeeds; other commands answer a repeat with their "already" error code.
 type Client struct {
 	base      string // scheme://host[:port][/prefix], no trailing slash
 	token     string
@@ -73,7 +79,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	hc := cleanhttp.DefaultPooledClient()
 	hc.Timeout = cfg.Timeout
 	if hc.Timeout == 0 {
-		hc.Timeout = 2 * time.Minute
+		hc.Timeout = DefaultAttemptTimeout
 	}
 	if cfg.TLSConfig != nil {
 		hc.Transport.(*http.Transport).TLSClientConfig = cfg.TLSConfig.Clone()

@@ -23,7 +23,7 @@ type DurationRange struct {
 var SyncIntervalRange = DurationRange{Min: time.Second, Max: 24 * time.Hour}
 
 // PromoteTimeoutRange bounds a promote's wait for lag 0; it must end well within the
-// worker's command bound (commandTimeout).
+// worker's command bound (CommandTimeout).
 var PromoteTimeoutRange = DurationRange{Min: time.Second, Max: 4 * time.Minute}
 
 // Parse parses s as a Go duration within r. The error quotes s and names the range.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -340,8 +341,13 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 	if cerr := e.mirrorProblem(m.Name); cerr != nil {
 		return MirrorRecord{}, cerr
 	}
-	if _, ok := e.store.Mirror(m.Name); ok {
-		return MirrorRecord{}, cmdErr(CodeClusterMirrorAlreadyExists, "cluster mirror %q already exists", m.Name)
+	if old, ok := e.store.Mirror(m.Name); ok {
+		// A repeat of the create that made the mirror (a retry whose first answer was lost)
+		// is done; anything else is a different mirror under a taken name.
+		if sameMirror(old, m) {
+			return old, nil
+		}
+		return MirrorRecord{}, cmdErr(CodeClusterMirrorAlreadyExists, "cluster mirror %q already exists with other settings", m.Name)
 	}
 	id, cerr := e.probeSource(ctx, m.Source)
 	if cerr != nil {
@@ -363,6 +369,26 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 	e.resumeTopics(ctx, m.Name)
 	e.log.Info("cluster mirror created", "mirror", m.Name, "source_cluster_id", id)
 	return m, nil
+}
+
+// sameMirror reports whether a create of req repeats the create that recorded old: the same
+// source connection (secrets included), sync and destination topic settings, and no other
+// expected source cluster id.
+func sameMirror(old, req MirrorRecord) bool {
+	if req.SourceClusterID != "" && req.SourceClusterID != old.SourceClusterID {
+		return false
+	}
+	norm := func(m MirrorRecord) MirrorRecord {
+		// The store round-trips an empty list as none.
+		m.Name, m.SourceClusterID, m.CreatedAt = "", "", time.Time{}
+		for _, l := range []*[]string{&m.Source.BootstrapServers, &m.Sync.TopicConfigExcludes, &m.Sync.GroupIncludes, &m.Sync.GroupExcludes} {
+			if len(*l) == 0 {
+				*l = nil
+			}
+		}
+		return m
+	}
+	return reflect.DeepEqual(norm(old), norm(req))
 }
 
 // putMirror records a mirror; a secret without a key to seal it is the caller's mistake.
@@ -645,9 +671,13 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			switch {
 			case d != DesiredStopped && other != mirror:
 				return cmdErr(CodeTopicAlreadyInClusterMirror, "topic %q is in cluster mirror %q (%s); stop it there first", topic, other, d)
+			case d == DesiredMirroring && tc.Divergence == divergence && !e.topicFailed(mirror, topic):
+				// A repeat of the start (a retry whose first answer was lost) is done.
+				return nil
 			case d != DesiredStopped && !e.topicFailed(mirror, topic):
-				// Starting a FAILED topic again is the operator's recovery; anything else is a repeat.
-				return cmdErr(CodeTopicAlreadyInClusterMirror, "topic %q is already %s in cluster mirror %q", topic, d, mirror)
+				// Starting a FAILED topic again is the operator's recovery; a paused topic
+				// resumes, and another divergence policy is a different start.
+				return cmdErr(CodeTopicAlreadyInClusterMirror, "topic %q is already %s in cluster mirror %q (divergence %q)", topic, d, mirror, tc.Divergence)
 			case d == DesiredStopped && other != mirror:
 				// Stopped in another mirror: that mirror's records of it are history now.
 				if cerr := e.record(ctx, fmt.Sprintf("deleting the partition records of %q in cluster mirror %q", topic, other), func(ctx context.Context) error {

@@ -425,7 +425,9 @@ func TestEngineCommandErrors(t *testing.T) {
 		{"wrong cluster id", create("m", sourceOf(src), "someone-else"), CodeSourceClusterIDMismatch},
 		{"itself", create("m", sourceOf(dst), ""), CodeInvalidClusterMirrorConfig},
 		{"created", create("m", sourceOf(src), "source-cluster"), ""},
-		{"again", create("m", sourceOf(src), ""), CodeClusterMirrorAlreadyExists},
+		{"again, as a retry would", create("m", sourceOf(src), ""), ""},
+		{"again, the expected cluster id", create("m", sourceOf(src), "source-cluster"), ""},
+		{"again, another source", create("m", SourceConnection{BootstrapServers: append(src.Addrs(), src.Addrs()[0])}, ""), CodeClusterMirrorAlreadyExists},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("create, %s: %q, want %q", tc.what, tc.got, tc.want)
@@ -470,7 +472,8 @@ func TestEngineCommandErrors(t *testing.T) {
 		{"invalid topic", start("m", "bad topic", ""), CodeInvalidTopic},
 		{"bad divergence", start("m", "t", "sometimes"), CodeInvalidRequest},
 		{"started", start("m", "t", ""), ""},
-		{"twice", start("m", "t", ""), CodeTopicAlreadyInClusterMirror},
+		{"twice, as a retry would", start("m", "t", "fail"), ""},
+		{"twice, another divergence", start("m", "t", "recreate"), CodeTopicAlreadyInClusterMirror},
 		{"in another mirror", start("other", "t", ""), CodeTopicAlreadyInClusterMirror},
 		{"stop not in mirror", topicCode(e.StopMirrorTopics(ctx, "m", []string{"u"})), CodeTopicNotInClusterMirror},
 		{"pause unknown mirror", topicCode(e.PauseMirrorTopics(ctx, "nope", []string{"t"})), CodeUnknownClusterMirror},

@@ -10,7 +10,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -292,9 +291,8 @@ func (p *KafkamirrorProvider) Configure(ctx context.Context, req provider.Config
 		URL:       url,
 		Token:     token,
 		TLSConfig: tlsConfig,
-		// A stop with stop_mode = "promote" answers only once the promote is over, which
-		// may take up to the longest promote_timeout.
-		Timeout:   api.PromoteTimeoutRange.Max + 2*time.Minute,
+		// The default per-attempt timeout outlasts the worker's command bound, which a stop
+		// with stop_mode = "promote" (its promote_timeout) stays within.
 		UserAgent: fmt.Sprintf("terraform-provider-kafkamirror/%s (terraform %s)", p.version, req.TerraformVersion),
 	})
 	if err != nil {
