@@ -39,7 +39,7 @@ func (e *Engine) BadStateRecords() []StateRecord { return e.store.BadRecords() }
 // mirror record has its secret fields (sealed as they are) replaced by "[redacted]".
 func (e *Engine) StateRecord(key string) (StateRecord, error) {
 	if _, err := parseKey(key); err != nil {
-		return StateRecord{}, cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %v", key, err)
+		return StateRecord{}, cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %w", key, err)
 	}
 	r, ok := e.store.Record(key)
 	if !ok {
@@ -80,7 +80,7 @@ func (e *Engine) RemoveStateRecord(ctx context.Context, key string, force bool) 
 	defer e.cmdMu.Unlock()
 	k, err := parseKey(key)
 	if err != nil {
-		return cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %v", key, err)
+		return cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %w", key, err)
 	}
 	r, ok := e.store.Record(key)
 	switch {

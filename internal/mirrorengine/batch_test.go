@@ -238,7 +238,7 @@ func wantCorrupt(t *testing.T, err error, offset int64, reason string) {
 	if c.Offset != offset || !strings.Contains(c.Reason, reason) {
 		t.Fatalf("corrupt batch at %d: %q; want offset %d and a reason with %q", c.Offset, c.Reason, offset, reason)
 	}
-	if !isFatal(err) || retriable(err) || !permanentMirrorError(err) {
+	if classify(err) != operatorActs {
 		t.Fatalf("%v is retried", err)
 	}
 }

@@ -1,6 +1,7 @@
 package mirrorengine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
@@ -34,14 +35,20 @@ const (
 	CodeRequestTimedOut             ErrorCode = kip.CodeRequestTimedOut
 )
 
-// CommandError is a command's refusal or failure: a KIP error name and what went wrong.
+// CommandError is a command's refusal or failure: a KIP error name, what went wrong, and
+// the error that caused it, if any.
 type CommandError struct {
 	Code    ErrorCode
 	Message string
+	Err     error
 }
 
 func (e *CommandError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
 
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// cmdErr builds a CommandError; the operand of a %w verb in format is its cause.
 func cmdErr(code ErrorCode, format string, args ...any) *CommandError {
-	return &CommandError{Code: code, Message: fmt.Sprintf(format, args...)}
+	err := fmt.Errorf(format, args...)
+	return &CommandError{Code: code, Message: err.Error(), Err: errors.Unwrap(err)}
 }

@@ -336,7 +336,7 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
 	if err := ValidateMirrorName(m.Name); err != nil {
-		return MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorName, "%v", err)
+		return MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorName, "%w", err)
 	}
 	if cerr := e.mirrorProblem(m.Name); cerr != nil {
 		return MirrorRecord{}, cerr
@@ -404,7 +404,7 @@ func (e *Engine) putMirror(ctx context.Context, m MirrorRecord) error {
 	})
 	switch {
 	case noKey != nil:
-		return cmdErr(CodeInvalidClusterMirrorConfig, "%v", noKey)
+		return cmdErr(CodeInvalidClusterMirrorConfig, "%w", noKey)
 	case cerr != nil:
 		return cerr
 	}
@@ -437,10 +437,10 @@ func (e *Engine) record(ctx context.Context, what string, write func(context.Con
 			what, e.store.cfg.Topic, StoreCommandTimeout)
 	case ctx.Err() != nil:
 		// kgo fails an idempotent record on its context only when it was never sent.
-		return cmdErr(CodeCoordinatorNotAvailable, "%s: the destination cluster did not take the %s record within %v, so the command did not take effect; send it again once the destination answers: %v",
+		return cmdErr(CodeCoordinatorNotAvailable, "%s: the destination cluster did not take the %s record within %v, so the command did not take effect; send it again once the destination answers: %w",
 			what, e.store.cfg.Topic, StoreCommandTimeout, err)
 	}
-	return cmdErr(CodeUnknownServerError, "%s: %v", what, err)
+	return cmdErr(CodeUnknownServerError, "%s: %w", what, err)
 }
 
 type arrivalKey struct{}
@@ -695,11 +695,11 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			if errors.As(err, &unknown) {
 				return cmdErr(CodeUnknownTopicOrPartition, "topic %q does not exist on the source cluster", topic)
 			}
-			return cmdErr(CodeSourceClusterUnreachable, "describing topic %q on the source: %v", topic, err)
+			return cmdErr(CodeSourceClusterUnreachable, "describing topic %q on the source: %w", topic, err)
 		}
 		if divergence == "recreate" {
 			if err := e.recreateIfDiverged(ctx, mirror, topic, smeta.partitions); err != nil {
-				return cmdErr(CodeUnknownServerError, "divergence = \"recreate\" on topic %q: %v", topic, err)
+				return cmdErr(CodeUnknownServerError, "divergence = \"recreate\" on topic %q: %w", topic, err)
 			}
 		}
 		// Bind the topic to the source topic as it is now; PREPARING's divergence check
@@ -709,7 +709,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			return cerr
 		}
 		if err := e.ensureRunners(ctx, mirror, topic); err != nil {
-			return cmdErr(CodeSourceClusterUnreachable, "%v", err)
+			return cmdErr(CodeSourceClusterUnreachable, "%w", err)
 		}
 		for _, r := range e.topicRunners(mirror, topic) {
 			if s := r.Status().State; s == StateStopped || s == StateFailed {
@@ -719,7 +719,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			}
 		}
 		if err := e.restartElsewhere(ctx, mirror, topic); err != nil {
-			return cmdErr(CodeUnknownServerError, "restarting the partitions of %q: %v", topic, err)
+			return cmdErr(CodeUnknownServerError, "restarting the partitions of %q: %w", topic, err)
 		}
 		e.kickSyncer(mirror)
 		e.log.Info("mirror topic started", "mirror", mirror, "topic", topic, "divergence", divergence)

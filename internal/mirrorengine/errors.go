@@ -143,12 +143,40 @@ func (e *AuthorizationError) Error() string {
 
 func (e *AuthorizationError) Unwrap() error { return e.Err }
 
-// retriable reports whether an error is transient (leader moves, coordinator loads,
-// connections dropping) and the step should be tried again after refreshing metadata.
-func retriable(err error) bool {
-	if err == nil {
-		return false
+// handling is who deals with a data path error: the one classification the partition's
+// session loop (PartitionMirror.Run) and its runner (FAILED, retryable or not) both follow.
+type handling int
+
+const (
+	// sessionRetries: transient — a leader moved, a connection dropped, a coordinator loads.
+	// The partition stays MIRRORING and its next session starts after a short back-off.
+	sessionRetries handling = iota
+	// runnerRetries: the partition goes FAILED and its runner retries it with the KIP's
+	// back-off: trying again at once will not help, time may (an ACL granted, a broker
+	// error that is not transient).
+	runnerRetries
+	// operatorActs: the partition goes FAILED for good; retrying cannot fix it (diverged
+	// logs, a foreign write, a corrupt batch, a changed source) and the operator must act.
+	operatorActs
+)
+
+// classify says who deals with err (not nil).
+func classify(err error) handling {
+	var auth *AuthorizationError
+	switch {
+	case errors.As(err, &auth):
+		return runnerRetries
+	case needsOperator(err):
+		return operatorActs
+	case transient(err):
+		return sessionRetries
 	}
+	return runnerRetries
+}
+
+// transient reports whether an error is one the next session may not meet: leader moves,
+// coordinator loads, connections dropping.
+func transient(err error) bool {
 	var netErr net.Error
 	switch {
 	case errors.Is(err, kerr.OutOfOrderSequenceNumber),
@@ -170,25 +198,24 @@ func retriable(err error) bool {
 		return ke.Retriable
 	}
 	// Dial failures and dropped connections surface as plain errors from kgo.
-	return !isFatal(err)
+	return true
 }
 
-// isFatal is true for errors that retrying cannot fix.
-func isFatal(err error) bool {
+// needsOperator is true for errors that retrying cannot fix.
+func needsOperator(err error) bool {
 	var (
 		mismatch *OffsetMismatchError
 		notEmpty *DestinationNotEmptyError
 		ahead    *DestinationAheadError
 		unknown  *UnknownTopicError
 		count    *PartitionCountMismatchError
-		auth     *AuthorizationError
 		changed  *SourceChangedError
 		corrupt  *CorruptBatchError
 		aborted  *CoordinatorAbortError
 		last     *LastEntryMismatchError
 	)
 	return errors.As(err, &mismatch) || errors.As(err, &notEmpty) || errors.As(err, &ahead) ||
-		errors.As(err, &unknown) || errors.As(err, &count) || errors.As(err, &auth) || errors.As(err, &changed) ||
+		errors.As(err, &unknown) || errors.As(err, &count) || errors.As(err, &changed) ||
 		errors.As(err, &corrupt) || errors.As(err, &aborted) || errors.As(err, &last) ||
 		errors.Is(err, errInvariant) || errors.Is(err, errUncopyable)
 }

@@ -97,7 +97,7 @@ func (e *Engine) promoteReady(ctx context.Context, rec MirrorRecord, topic strin
 	}
 	srcCl, err := e.source(rec.Name)
 	if err != nil {
-		return cmdErr(CodeSourceClusterUnreachable, "promote of %q: %v; nothing was stopped (fail over instead if the source is gone)", topic, err)
+		return cmdErr(CodeSourceClusterUnreachable, "promote of %q: %w; nothing was stopped (fail over instead if the source is gone)", topic, err)
 	}
 	srcAdm := kadm.NewClient(srcCl)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -121,7 +121,7 @@ func (e *Engine) promoteReady(ctx context.Context, rec MirrorRecord, topic strin
 		select {
 		case <-ctx.Done():
 			if askErr != nil {
-				return cmdErr(CodeSourceClusterUnreachable, "promote of %q: %v; nothing was stopped (fail over instead if the source is gone)", topic, askErr)
+				return cmdErr(CodeSourceClusterUnreachable, "promote of %q: %w; nothing was stopped (fail over instead if the source is gone)", topic, askErr)
 			}
 			return cmdErr(CodeInvalidMirrorPartitionState, "promote of %q: not caught up after %v: %s; nothing was stopped (stop the source's producers, or fail over)", topic, timeout, strings.Join(behind, "; "))
 		case <-time.After(200 * time.Millisecond):
@@ -131,7 +131,7 @@ func (e *Engine) promoteReady(ctx context.Context, rec MirrorRecord, topic strin
 		return nil
 	}
 	if _, err := e.syncGroupsRetrying(ctx, rec, srcCl, []string{topic}); err != nil {
-		return cmdErr(CodeUnknownServerError, "promote of %q: the final group offset sync failed: %v; nothing was stopped", topic, err)
+		return cmdErr(CodeUnknownServerError, "promote of %q: the final group offset sync failed: %w; nothing was stopped", topic, err)
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func fixCRCs(raw []byte) []byte {
 func mustBeCorrupt(t *testing.T, err error) {
 	t.Helper()
 	var c *CorruptBatchError
-	if !errors.As(err, &c) || !isFatal(err) || !permanentMirrorError(err) {
+	if !errors.As(err, &c) || classify(err) != operatorActs {
 		t.Fatalf("%v is not a corrupt batch error that fails the partition", err)
 	}
 }

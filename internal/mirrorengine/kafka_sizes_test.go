@@ -45,7 +45,7 @@ func TestKafkaMirrorBatchTooLargeOnceRecompressed(t *testing.T) {
 		run := startMirror(t, src, dst, topic, 1, true)
 		err := run.waitErr(t, 0)
 		var tooLarge *BatchTooLargeError
-		if !errors.As(err, &tooLarge) || tooLarge.Offset != 1 || tooLarge.Compression != "uncompressed" || !permanentMirrorError(err) {
+		if !errors.As(err, &tooLarge) || tooLarge.Offset != 1 || tooLarge.Compression != "uncompressed" || classify(err) != operatorActs {
 			t.Fatalf("mirror error %v, want the batch at offset 1 too large once recompressed", err)
 		}
 	})

@@ -176,7 +176,7 @@ func (m *PartitionMirror) Run(ctx context.Context) error {
 		if ctx.Err() != nil || errors.Is(err, errDrained) {
 			return nil
 		}
-		if isFatal(err) || !retriable(err) {
+		if classify(err) != sessionRetries {
 			m.log.Error("partition mirror stopped", "error", err)
 			return err
 		}

@@ -293,7 +293,7 @@ func (e *Engine) RefreshForCommand(ctx context.Context) *CommandError {
 		return cerr
 	}
 	if err := e.Refresh(ctx); err != nil {
-		return cmdErr(CodeCoordinatorNotAvailable, "%s: the destination cluster did not answer within %v, so the command did not take effect; send it again once the destination answers: %v",
+		return cmdErr(CodeCoordinatorNotAvailable, "%s: the destination cluster did not answer within %v, so the command did not take effect; send it again once the destination answers: %w",
 			what, StoreCommandTimeout, err)
 	}
 	return nil

@@ -284,7 +284,7 @@ func (r *runner) startFetching() error {
 			select {
 			case err := <-errc:
 				if err != nil && ctx.Err() == nil {
-					r.send(fetcherEvent{epoch, Fail{Err: err.Error(), Retryable: !permanentMirrorError(err), Now: time.Now()}})
+					r.send(fetcherEvent{epoch, Fail{Err: err.Error(), Retryable: classify(err) != operatorActs, Now: time.Now()}})
 				}
 				return
 			case <-healthy.C:
@@ -335,15 +335,6 @@ type fetcherEvent struct {
 }
 
 func (f fetcherEvent) eventName() string { return "fetcher " + f.ev.eventName() }
-
-// permanentMirrorError is true for data path failures that retrying cannot fix and that
-// must wait for the operator: a foreign write, diverged logs, a deleted source topic, a
-// destination that no longer lines up with the source's batches, a corrupt source batch —
-// every fatal error but a missing ACL, which the partition retries until it is granted.
-func permanentMirrorError(err error) bool {
-	var auth *AuthorizationError
-	return isFatal(err) && !errors.As(err, &auth)
-}
 
 // pauseDrainTimeout bounds how long PAUSING keeps copying so that the replayed transactions
 // open on the destination reach their source markers. A source transaction open for longer

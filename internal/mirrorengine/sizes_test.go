@@ -44,7 +44,7 @@ func TestMirrorBatchLargerThanDestinationAllows(t *testing.T) {
 	if !errors.As(err, &tooLarge) || tooLarge.Offset != 1 || tooLarge.MaxMessageBytes != 2000 || tooLarge.Size <= 2000 {
 		t.Fatalf("mirror error %v, want the batch at offset 1 larger than max.message.bytes 2000", err)
 	}
-	if !permanentMirrorError(err) {
+	if classify(err) != operatorActs {
 		t.Fatalf("%v is retried", err)
 	}
 }

@@ -24,7 +24,7 @@ func TestCheckLineage(t *testing.T) {
 	} {
 		err := checkLineage(tc.epoch, tc.epochEnd, tc.dstEnd)
 		var trunc *SourceTruncatedError
-		if errors.As(err, &trunc) != tc.truncated || (tc.truncated && !permanentMirrorError(err)) {
+		if errors.As(err, &trunc) != tc.truncated || (tc.truncated && classify(err) != operatorActs) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
