@@ -132,45 +132,55 @@ func newStoreView() storeView {
 	}
 }
 
-// apply sets the record at k to val, one of the four record types, or
-// deletes it when val is nil.
-func (v *storeView) apply(k recordKey, val any) {
+// storeEntry is a decoded __mirror_state value, one of the four record types; each puts
+// itself into the view under its key.
+type storeEntry interface {
+	putInto(v *storeView, k recordKey)
+}
+
+func (m MirrorRecord) putInto(v *storeView, k recordKey) { v.mirrors[k.mirror] = m }
+
+func (r TopicConfigRecord) putInto(v *storeView, k recordKey) { v.topicConfigs[k.topic] = r }
+
+func (r PartitionRecord) putInto(v *storeView, k recordKey) {
+	mt := storeMirrorTopic{k.mirror, k.topic}
+	if v.partitions[mt] == nil {
+		v.partitions[mt] = map[int32]PartitionRecord{}
+	}
+	v.partitions[mt][k.partition] = r
+}
+
+func (r LastMirrorRecord) putInto(v *storeView, k recordKey) {
+	if v.lastMirrors[k.topic] == nil {
+		v.lastMirrors[k.topic] = map[string]map[int32]LastMirrorRecord{}
+	}
+	if v.lastMirrors[k.topic][k.mirror] == nil {
+		v.lastMirrors[k.topic][k.mirror] = map[int32]LastMirrorRecord{}
+	}
+	v.lastMirrors[k.topic][k.mirror][k.partition] = r
+}
+
+// apply puts e under k, or removes k's record when e is nil (a tombstone).
+func (v *storeView) apply(k recordKey, e storeEntry) {
+	if e != nil {
+		e.putInto(v, k)
+		return
+	}
 	switch k.kind {
 	case kindMirror:
-		if m, ok := val.(MirrorRecord); ok {
-			v.mirrors[k.mirror] = m
-		} else {
-			delete(v.mirrors, k.mirror)
-		}
+		delete(v.mirrors, k.mirror)
 	case kindTopicConfig:
-		if r, ok := val.(TopicConfigRecord); ok {
-			v.topicConfigs[k.topic] = r
-		} else {
-			delete(v.topicConfigs, k.topic)
-		}
+		delete(v.topicConfigs, k.topic)
 	case kindPartition:
 		mt := storeMirrorTopic{k.mirror, k.topic}
-		if r, ok := val.(PartitionRecord); ok {
-			if v.partitions[mt] == nil {
-				v.partitions[mt] = map[int32]PartitionRecord{}
-			}
-			v.partitions[mt][k.partition] = r
-		} else if ps := v.partitions[mt]; ps != nil {
+		if ps := v.partitions[mt]; ps != nil {
 			delete(ps, k.partition)
 			if len(ps) == 0 {
 				delete(v.partitions, mt)
 			}
 		}
 	case kindLastMirror:
-		if r, ok := val.(LastMirrorRecord); ok {
-			if v.lastMirrors[k.topic] == nil {
-				v.lastMirrors[k.topic] = map[string]map[int32]LastMirrorRecord{}
-			}
-			if v.lastMirrors[k.topic][k.mirror] == nil {
-				v.lastMirrors[k.topic][k.mirror] = map[int32]LastMirrorRecord{}
-			}
-			v.lastMirrors[k.topic][k.mirror][k.partition] = r
-		} else if byMirror := v.lastMirrors[k.topic]; byMirror != nil {
+		if byMirror := v.lastMirrors[k.topic]; byMirror != nil {
 			if ps := byMirror[k.mirror]; ps != nil {
 				delete(ps, k.partition)
 				if len(ps) == 0 {
@@ -186,7 +196,7 @@ func (v *storeView) apply(k recordKey, val any) {
 
 // decodeEntry decodes a stored value for k into the record type of its
 // kind; a nil value (tombstone) gives nil.
-func decodeEntry(k recordKey, key string, value []byte, s *Sealer, mode secretMode) (any, error) {
+func decodeEntry(k recordKey, key string, value []byte, s *Sealer, mode secretMode) (storeEntry, error) {
 	if value == nil {
 		return nil, nil
 	}
@@ -906,8 +916,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // pendingWrite is one record to produce and the view change it makes once acknowledged.
 type pendingWrite struct {
 	key   recordKey
-	value []byte // nil: tombstone
-	entry any    // the decoded value, nil for a tombstone
+	value []byte     // nil: tombstone
+	entry storeEntry // the decoded value, nil for a tombstone
 }
 
 // PutMirror stores a mirror definition under its name. Secrets are sealed
