@@ -1,7 +1,7 @@
 // Package kafkaconn turns the settings of a connection to a Kafka cluster (bootstrap
 // servers, TLS, SASL) into franz-go client options. The engine (a mirror's source and the
 // destination), the worker (its destination settings) and the provider (its plan-time
-// destination checks) all connect through it. Its settings print their secrets as
+// destination checks, through DescribeTopic) all connect through it. Its settings print their secrets as
 // "[redacted]" whatever the verb, so a log line or an error never leaks them.
 package kafkaconn
 

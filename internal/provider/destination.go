@@ -9,8 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 )
@@ -22,65 +20,12 @@ type destinationConn struct {
 	settings kafkaconn.Settings
 }
 
-// destinationTopic is what a plan-time check learns about a destination topic.
-type destinationTopic struct {
-	exists     bool
-	partitions int
-	// records is the sum over partitions of end offset - start offset: the records (and
-	// transaction markers) the topic holds.
-	records int64
-}
-
 // describeTopic reports whether topic exists on the destination and how many records it
-// holds. It bounds itself to 15 seconds: a plan must not hang on an unreachable cluster.
-func (d *destinationConn) describeTopic(ctx context.Context, topic string) (destinationTopic, error) {
-	opts, err := kafkaconn.Opts(d.settings)
-	if err != nil {
-		return destinationTopic{}, err
-	}
-	cl, err := kgo.NewClient(append(opts,
-		kgo.ClientID("terraform-provider-kafkamirror"),
-		kgo.DialTimeout(5*time.Second),
-		kgo.RetryTimeout(10*time.Second),
-	)...)
-	if err != nil {
-		return destinationTopic{}, err
-	}
-	defer cl.Close()
+// holds, within 15 seconds: a plan must not hang on an unreachable cluster.
+func (d *destinationConn) describeTopic(ctx context.Context, topic string) (kafkaconn.TopicSummary, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(cl)
-	meta, err := adm.Metadata(ctx, topic)
-	if err != nil {
-		return destinationTopic{}, fmt.Errorf("metadata of %q: %w", topic, err)
-	}
-	if !meta.Topics.Has(topic) {
-		return destinationTopic{}, nil
-	}
-	if terr := meta.Topics[topic].Err; terr != nil {
-		return destinationTopic{}, fmt.Errorf("metadata of %q: %w", topic, terr)
-	}
-	out := destinationTopic{exists: true, partitions: len(meta.Topics[topic].Partitions)}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return out, fmt.Errorf("start offsets of %q: %w", topic, err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return out, fmt.Errorf("end offsets of %q: %w", topic, err)
-	}
-	ends.Each(func(o kadm.ListedOffset) {
-		if s, ok := starts.Lookup(o.Topic, o.Partition); ok && o.Offset > s.Offset {
-			out.records += o.Offset - s.Offset
-		}
-	})
-	return out, nil
+	return kafkaconn.DescribeTopic(ctx, d.settings, "terraform-provider-kafkamirror", topic)
 }
 
 // destinationFromModel builds the destination connection from the provider block.

@@ -428,15 +428,15 @@ func (r *MirrorTopicResource) planCreate(ctx context.Context, client *api.Client
 				"The plan goes on without the check; the worker checks again when the topic starts.", topic, err))
 		return
 	}
-	if !dt.exists || dt.records == 0 {
+	if !dt.Exists || dt.Records == 0 {
 		return
 	}
 	detail := fmt.Sprintf("The destination cluster already has topic %q with %s in %d partitions. A first start needs an "+
 		"empty destination topic, so this start succeeds only as a restart or failback whose last mirrored offsets match the "+
-		"destination (then only records written since are copied).", topic, records(dt.records), dt.partitions)
+		"destination (then only records written since are copied).", topic, records(dt.Records), dt.Partitions)
 	if plan.Divergence.ValueString() == api.DivergenceRecreate {
 		detail += fmt.Sprintf(" Otherwise, with divergence = \"recreate\", the worker deletes and recreates the destination topic "+
-			"and mirrors it from scratch: its %s are lost.", records(dt.records))
+			"and mirrors it from scratch: its %s are lost.", records(dt.Records))
 	} else {
 		detail += " Otherwise the worker refuses the start (divergence = \"fail\") and the partitions report the records that would be discarded."
 	}
