@@ -69,10 +69,8 @@ func TestAccRetriedApplySucceeds(t *testing.T) {
 	if workerBin == "" {
 		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
 	}
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "orders", 2, nil)
+	src, dst, w, _ := ordersMirror(t, 2)
 	produce(t, src.Client(t), "orders", 0, 20)
-	w := startWorker(t, dst)
 	create, start := "POST /v1/mirrors", "POST /v1/mirrors/m/topics/start"
 	lb := newAnswerLosingProxy(t, w.url, create, start)
 	config := (&testWorker{url: lb.URL}).providerBlock("") + fmt.Sprintf(`
