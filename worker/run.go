@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/embedded"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
-	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
@@ -419,26 +419,25 @@ func startEmbedded(emb *embeddedOptions, log *slog.Logger) (stop func(), err err
 	if emb.workerPassword, err = embeddedWorkerPassword(emb.dataDir); err != nil {
 		return nil, err
 	}
-	start := func(id string, port int, extra ...kafkatest.Option) (*kafkatest.Cluster, error) {
-		opts := append([]kafkatest.Option{kafkatest.ClusterID(id)}, extra...)
+	start := func(cfg embedded.Config, port int) (*embedded.Cluster, error) {
 		if port != 0 {
-			opts = append(opts, kafkatest.Ports(port))
+			cfg.Ports = []int{port}
 		}
 		if emb.dataDir != "" {
-			opts = append(opts, kafkatest.DataDir(filepath.Join(emb.dataDir, id)))
+			cfg.DataDir = filepath.Join(emb.dataDir, cfg.ID)
 		}
-		c, err := kafkatest.Start(opts...)
+		c, err := embedded.Start(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("%s cluster (port %d): %w", id, port, err)
+			return nil, fmt.Errorf("%s cluster (port %d): %w", cfg.ID, port, err)
 		}
 		return c, nil
 	}
-	src, err := start(embeddedSourceID, emb.sourcePort)
+	src, err := start(embedded.Config{ID: embeddedSourceID}, emb.sourcePort)
 	if err != nil {
 		return nil, err
 	}
-	dst, err := start(embeddedDestinationID, emb.destPort,
-		kafkatest.WithACLs(embeddedWorkerUser, emb.workerPassword), kafkatest.User(EmbeddedDemoUser, EmbeddedDemoPassword))
+	dst, err := start(embedded.Config{ID: embeddedDestinationID, SuperUser: embeddedWorkerUser, SuperPassword: emb.workerPassword,
+		Users: map[string]string{EmbeddedDemoUser: EmbeddedDemoPassword}}, emb.destPort)
 	if err == nil {
 		err = grantDemoUser(dst)
 	}
@@ -457,7 +456,7 @@ func startEmbedded(emb *embeddedOptions, log *slog.Logger) (stop func(), err err
 	}, nil
 }
 
-func grantDemoUser(dst *kafkatest.Cluster) error {
+func grantDemoUser(dst *embedded.Cluster) error {
 	cl, err := kgo.NewClient(dst.ClientOpts()...)
 	if err != nil {
 		return err

@@ -1,5 +1,5 @@
 // Package kafkatest starts Kafka clusters for tests — in-process kfake clusters
-// (also the worker's embedded demo mode) and real Apache Kafka clusters (KRaft,
+// (internal/embedded's, in strict mode) and real Apache Kafka clusters (KRaft,
 // one JVM per node; see Kafka) behind one Cluster type — and offers a comparator
 // that proves two partitions identical offset for offset.
 //
@@ -27,10 +27,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/embedded"
 )
 
 // TB is the part of testing.TB this package needs. It keeps the "testing"
-// package out of non-test builds (the worker's demo mode links this package).
+// package out of non-test builds (the benchmark and the quickstart check link this package).
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)
@@ -160,43 +162,25 @@ func Start(opts ...Option) (*Cluster, error) {
 	if cfg.kafkaVersion != "" {
 		return startKafkaCluster(cfg)
 	}
-	kopts := []kfake.Opt{kfake.ClusterID(cfg.id), kfake.NumBrokers(cfg.brokers)}
-	if len(cfg.ports) > 0 {
-		kopts = append(kopts, kfake.Ports(cfg.ports...))
-	}
-	if cfg.dataDir != "" {
-		kopts = append(kopts, kfake.DataDir(cfg.dataDir), kfake.SyncWrites())
-	}
+	ecfg := embedded.Config{ID: cfg.id, Brokers: cfg.brokers, Ports: cfg.ports, DataDir: cfg.dataDir,
+		SuperUser: cfg.aclUser, SuperPassword: cfg.aclPassword, Users: cfg.users}
 	if cfg.maxVersions != nil {
-		kopts = append(kopts, kfake.MaxVersions(cfg.maxVersions))
+		ecfg.Kfake = append(ecfg.Kfake, kfake.MaxVersions(cfg.maxVersions))
 	}
-	if cfg.aclUser != "" {
-		kopts = append(kopts,
-			kfake.EnableSASL(),
-			kfake.EnableACLs(),
-			kfake.Superuser("SCRAM-SHA-256", cfg.aclUser, cfg.aclPassword),
-			kfake.Superuser("PLAIN", cfg.aclUser, cfg.aclPassword),
-		)
-		for name, pass := range cfg.users {
-			kopts = append(kopts, kfake.User("SCRAM-SHA-256", name, pass))
-		}
-	} else if len(cfg.users) > 0 {
-		return nil, fmt.Errorf("kafkatest: User needs WithACLs")
-	}
-	fake, err := kfake.NewCluster(kopts...)
+	ec, err := embedded.Start(ecfg)
 	if err != nil {
-		return nil, fmt.Errorf("kafkatest: starting kfake: %w", err)
+		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
-	c := &Cluster{fake: fake, cfg: cfg, addrs: fake.ListenAddrs()}
-	if err := c.connect(10 * time.Second); err != nil {
-		fake.Close()
-		return nil, err
+	c := &Cluster{fake: ec.Fake(), cfg: cfg, id: ec.ID(), addrs: ec.Addrs()}
+	if c.internal, err = kgo.NewClient(c.ClientOpts()...); err != nil {
+		ec.Close()
+		return nil, fmt.Errorf("kafkatest: internal client: %w", err)
 	}
 	if !cfg.lenient {
 		c.strict, err = newStrict(c)
 		if err != nil {
 			c.internal.Close()
-			fake.Close()
+			ec.Close()
 			return nil, err
 		}
 	}
@@ -204,8 +188,7 @@ func Start(opts ...Option) (*Cluster, error) {
 }
 
 // connect makes the internal client and waits until every broker is in the cluster's
-// metadata. A cluster reloaded from a DataDir keeps its stored id, which may not be
-// cfg.id: the id is read from the cluster.
+// metadata, reading the cluster id.
 func (c *Cluster) connect(timeout time.Duration) error {
 	var err error
 	c.internal, err = kgo.NewClient(c.ClientOpts()...)
@@ -214,26 +197,14 @@ func (c *Cluster) connect(timeout time.Duration) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	for {
-		var meta *kmsg.MetadataResponse
-		meta, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx, c.internal)
-		if err == nil && len(meta.Brokers) == len(c.addrs) {
-			c.id = c.cfg.id
-			if meta.ClusterID != nil {
-				c.id = *meta.ClusterID
-			}
-			return nil
-		}
-		if err == nil {
-			err = fmt.Errorf("%d of %d brokers registered", len(meta.Brokers), len(c.addrs))
-		}
-		select {
-		case <-ctx.Done():
-			c.internal.Close()
-			return fmt.Errorf("kafkatest: cluster does not answer: %w", err)
-		case <-time.After(100 * time.Millisecond):
-		}
+	if c.id, err = embedded.WaitBrokers(ctx, c.internal, len(c.addrs)); err != nil {
+		c.internal.Close()
+		return fmt.Errorf("kafkatest: %w", err)
 	}
+	if c.id == "" {
+		c.id = c.cfg.id
+	}
+	return nil
 }
 
 func startKafkaCluster(cfg config) (*Cluster, error) {
