@@ -41,7 +41,7 @@ func writeFile(t *testing.T, name, content string) string {
 }
 
 func TestConfigNames(t *testing.T) {
-	// Scripts and docs rely on these exact names (DESIGN.md's table).
+	// Scripts and docs rely on these exact names (the README's table).
 	for key, want := range map[string][2]string{
 		"destination.bootstrap_servers": {"KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS", "destination-bootstrap-servers"},
 		"api.listen":                    {"KAFKAMIRROR_API_LISTEN", "api-listen"},

@@ -1,6 +1,6 @@
 package main
 
-// The HTTP API v1 (DESIGN.md's route table; the wire types are in internal/api).
+// The HTTP API v1 (docs/design.md's route table; the wire types are in internal/api).
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 // Package api is the worker's HTTP API v1: the request and response types, the error codes
 // and the client. It is the whole contract between the worker and the Terraform provider:
 // the provider imports this package and never the engine, so everything a client may rely
-// on is spelled out here (JSON names in snake_case, as in DESIGN.md's route table).
+// on is spelled out here (JSON names in snake_case, as in docs/design.md's route table).
 //
 // Routes (every /v1 route needs "Authorization: Bearer <token>"):
 //
@@ -178,7 +178,7 @@ type SourceTopicsRequest struct {
 	Pattern string           `json:"pattern,omitempty"`
 }
 
-// The divergence policies of a start (DESIGN.md "PREPARING").
+// The divergence policies of a start (docs/design.md "Divergence policy").
 const (
 	// DivergenceFail refuses to start when the destination has records the source lacks.
 	DivergenceFail = "fail"

@@ -2,7 +2,7 @@ package mirrorengine
 
 // The record kinds of __mirror_state and their on-disk encoding.
 //
-// Keys are plain strings (DESIGN.md "Metadata log"):
+// Keys are plain strings (docs/design.md "__mirror_state"):
 //
 //	mirror/<name>
 //	topicconfig/<topic>
@@ -320,7 +320,7 @@ type syncWireV1 struct {
 }
 
 // topicConfigValueV1 keeps the KIP's config name "mirror.name" as its field
-// name (DESIGN.md), so the record reads like the topic config it stands for.
+// name (docs/design.md), so the record reads like the topic config it stands for.
 type topicConfigValueV1 struct {
 	V             int      `json:"v"`
 	MirrorName    string   `json:"mirror.name"`

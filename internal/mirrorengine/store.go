@@ -1,7 +1,7 @@
 package mirrorengine
 
 // The engine's durable metadata: the compacted __mirror_state topic on the
-// destination cluster (DESIGN.md "Metadata log"). The worker keeps no state
+// destination cluster (docs/design.md "__mirror_state"). The worker keeps no state
 // of its own; OpenStore rebuilds the whole view by reading the topic, and
 // every later write goes to the topic first and into the view only once the
 // broker acknowledged it (acks=all), so the view never claims more than is
