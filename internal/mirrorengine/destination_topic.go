@@ -20,7 +20,9 @@ const destinationTopicVisible = 30 * time.Second
 // partition count, a replication fit for a DR copy, the source's explicit overrides that
 // travel and the managed timestamp configs — and waits until it is visible; when it exists,
 // it checks the partition count.
-func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror, topic string, partitions int) error {
+// It returns the source configs a topic it created was created without, each with its
+// reason; only the start command records them (see StartMirrorTopics).
+func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror, topic string, partitions int) (leftOut []string, err error) {
 	e.topicMu.Lock()
 	defer e.topicMu.Unlock()
 	meta, err := e.dst.metadata(ctx, topic, 0)
@@ -28,20 +30,20 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 	switch {
 	case err == nil:
 		if meta.partitions != partitions {
-			return permanent(&PartitionCountMismatchError{Topic: topic, Source: partitions, Destination: meta.partitions})
+			return nil, permanent(&PartitionCountMismatchError{Topic: topic, Source: partitions, Destination: meta.partitions})
 		}
-		return nil
+		return nil, nil
 	case !errors.As(err, &unknown):
-		return err
+		return nil, err
 	}
 	rec, _ := e.store.Mirror(mirror)
 	filter, err := newConfigFilter(rec.Sync.TopicConfigExcludes)
 	if err != nil {
-		return permanent(err)
+		return nil, permanent(err)
 	}
 	rcs, err := src.adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return authErr("source", "describe configs of "+topic, err)
+		return nil, authErr("source", "describe configs of "+topic, err)
 	}
 	overrides := map[string]*string{}
 	if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
@@ -55,11 +57,11 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 
 	srcMeta, err := src.adm.Metadata(ctx, topic)
 	if err != nil {
-		return authErr("source", "describe topic "+topic, err)
+		return nil, authErr("source", "describe topic "+topic, err)
 	}
 	dstMeta, err := e.dst.adm.Metadata(ctx)
 	if err != nil {
-		return authErr("destination", "list brokers", err)
+		return nil, authErr("destination", "list brokers", err)
 	}
 	var sourceRF int16
 	if ps := srcMeta.Topics[topic].Partitions; len(ps) > 0 {
@@ -85,23 +87,18 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 	rejected, err := e.createTopic(ctx, topic, int32(partitions), repl.factor, configs)
 	dropped = append(dropped, rejected...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(dropped) > 0 {
 		e.log.Warn("source topic configs left out of the destination topic", "topic", topic, "configs", droppedList(dropped))
-		if tc, ok := e.store.TopicConfig(topic); ok {
-			tc.ConfigsLeftOut = make([]string, len(dropped))
-			for i, d := range dropped {
-				tc.ConfigsLeftOut[i] = d.String()
-			}
-			if err := e.store.PutTopicConfig(ctx, topic, tc); err != nil {
-				return err
-			}
+		leftOut = make([]string, len(dropped))
+		for i, d := range dropped {
+			leftOut[i] = d.String()
 		}
 	}
 	e.log.Info("destination topic created", "topic", topic, "partitions", partitions,
 		"replication_factor", repl.factor, "min_insync_replicas", repl.minInsync, "configs", len(configs))
-	return e.waitDestinationTopic(ctx, topic, partitions)
+	return leftOut, e.waitDestinationTopic(ctx, topic, partitions)
 }
 
 // createTopic creates topic; configs the destination refuses (INVALID_CONFIG: a config it

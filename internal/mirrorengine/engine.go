@@ -702,6 +702,15 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 				return cmdErr(CodeUnknownServerError, "divergence = \"recreate\" on topic %q: %w", topic, err)
 			}
 		}
+		// The command creates the destination topic, so that the record of the configs it
+		// was created without is written with the command's other writes of the topic's
+		// record (PREPARING on another worker would write it from a view up to a second
+		// old, over a pause given meanwhile). A failure is PREPARING's to report.
+		if left, err := e.ensureDestinationTopic(ctx, newCluster("source", src), mirror, topic, smeta.partitions); err != nil {
+			e.log.Warn("the start could not create the destination topic; PREPARING will", "mirror", mirror, "topic", topic, "error", err)
+		} else if left != nil {
+			tc.ConfigsLeftOut = left
+		}
 		// Bind the topic to the source topic as it is now; PREPARING's divergence check
 		// guards the destination's existing records against a source recreated meanwhile.
 		tc.MirrorName, tc.Divergence, tc.SourceTopicID = FormatMirrorName(mirror, DesiredMirroring), divergence, hex.EncodeToString(smeta.id[:])

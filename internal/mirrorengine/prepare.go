@@ -42,7 +42,9 @@ func (r *runner) prepare(ctx context.Context) error {
 	if err := e.checkSourceTopicID(ctx, k.topic, smeta.id); err != nil {
 		return err
 	}
-	if err := e.ensureDestinationTopic(ctx, src, k.mirror, k.topic, smeta.partitions); err != nil {
+	// The start command created the topic; PREPARING creates it again only when it
+	// vanished since, and leaves the record of its configs to the next start.
+	if _, err := e.ensureDestinationTopic(ctx, src, k.mirror, k.topic, smeta.partitions); err != nil {
 		return err
 	}
 	d, err := e.checkDestination(ctx, k, src)
