@@ -20,6 +20,7 @@
 //	GET    /v1/state/bad-records                    → StateRecords
 //	GET    /v1/state/records/{key...}               → StateRecord
 //	DELETE /v1/state/records/{key...}               ?force=true → 204
+//	GET    /v1/group                                → Group
 //	GET    /metrics, /healthz, /readyz              no token
 //
 // A failed request has a non-2xx status and an ErrorBody; the client returns it as *Error.

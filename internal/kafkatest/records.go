@@ -70,7 +70,7 @@ func batchRecords(b *kmsg.RecordBatch) ([]kmsg.Record, error) {
 }
 
 // validateProduceBatch applies the checks of Kafka's LogValidator that kfake
-// skips (see reference/kafka-protocol-notes.md §4). It returns code 0 when
+// skips (Kafka's LogValidator.validateBatch and validateRecord). It returns code 0 when
 // the batch passes them, or when it is malformed in a way kfake already
 // rejects (bad length, CRC, magic, codec, control bit): kfake answers those
 // itself. nullKey reports a record without a key, which only a compacted

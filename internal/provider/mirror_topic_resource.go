@@ -187,8 +187,8 @@ func (r *MirrorTopicResource) Schema(ctx context.Context, _ resource.SchemaReque
 							Computed:            true,
 						},
 						"last_mirrored_offset": schema.Int64Attribute{
-							MarkdownDescription: "The destination end offset recorded when the partition was last stopped (the point a " +
-								"restart or failback continues from); -1 before the first stop.",
+							MarkdownDescription: "The destination end offset recorded when the partition was last stopped, for the " +
+								"record (a restart or failback continues from wherever the destination ends); -1 before the first stop.",
 							Computed: true,
 						},
 						"error": schema.StringAttribute{
