@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -414,15 +415,26 @@ func encodeBatch(spec batchSpec, recs []kmsg.Record) ([]byte, error) {
 		payload = binary.AppendVarint(payload, int64(len(body)))
 		payload = append(payload, body...)
 	}
-	codec := spec.codec
-	if comp := compressors[codec]; comp != nil {
-		compressed, used := comp.Compress(new(bytes.Buffer), payload)
-		if used == kgo.CodecNone {
-			codec = 0
-		} else {
-			payload = append([]byte(nil), compressed...)
-		}
+	codec, payload := compress(spec.codec, payload)
+	return sealBatch(spec, codec, payload, int32(len(recs)), recs[len(recs)-1].OffsetDelta), nil
+}
+
+// compress compresses an encoded records payload with codec; it returns the codec used
+// (none when compressing would not make it smaller) and the payload to frame.
+func compress(codec int16, payload []byte) (int16, []byte) {
+	comp := compressors[codec]
+	if comp == nil {
+		return codec, payload
 	}
+	compressed, used := comp.Compress(new(bytes.Buffer), payload)
+	if used == kgo.CodecNone {
+		return 0, payload
+	}
+	return codec, append([]byte(nil), compressed...)
+}
+
+// sealBatch frames a records payload, compressed with codec, as a v2 batch of spec.
+func sealBatch(spec batchSpec, codec int16, payload []byte, numRecords, lastOffsetDelta int32) []byte {
 	attrs := codec
 	if spec.transactional {
 		attrs |= attrTransactional
@@ -432,19 +444,19 @@ func encodeBatch(spec batchSpec, recs []kmsg.Record) ([]byte, error) {
 		PartitionLeaderEpoch: -1,
 		Magic:                2,
 		Attributes:           attrs,
-		LastOffsetDelta:      recs[len(recs)-1].OffsetDelta,
+		LastOffsetDelta:      lastOffsetDelta,
 		FirstTimestamp:       spec.firstTimestamp,
 		MaxTimestamp:         spec.maxTimestamp,
 		ProducerID:           spec.producer.id,
 		ProducerEpoch:        spec.producer.epoch,
 		FirstSequence:        spec.producer.sequence,
-		NumRecords:           int32(len(recs)),
+		NumRecords:           numRecords,
 		Records:              payload,
 	}
 	raw := batch.AppendTo(nil)
 	binary.BigEndian.PutUint32(raw[offBatchLength:], uint32(len(raw)-offBatchLength-4))
 	binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], castagnoli))
-	return raw, nil
+	return raw
 }
 
 // reencodeRun encodes one contiguous run of a compacted source batch as its own batch with
@@ -476,11 +488,75 @@ func reencodeRun(src rawBatch, r run, as producerIdentity, transactional bool) (
 
 // fillerBatch encodes n empty records (zstd: well under a byte per offset) that advance an
 // empty destination partition to the source log start; they are deleted right after with
-// DeleteRecords. Compacted topics reject null keys, so key is set there.
+// DeleteRecords. Compacted topics reject null keys, so key is set there. The compressed
+// records are encoded once per process for each size, key and codec (fillerPayloads); only
+// the batch header is written per call.
 func fillerBatch(n int, key []byte, codec int16, now int64, as producerIdentity) ([]byte, error) {
-	recs := make([]kmsg.Record, n)
-	for i := range recs {
-		recs[i] = kmsg.Record{OffsetDelta: int32(i), Key: key}
+	if n <= 0 {
+		return nil, errEmptyBatch
 	}
-	return encodeBatch(batchSpec{codec: codec, firstTimestamp: now, maxTimestamp: now, producer: as}, recs)
+	used, payload := fillerPayloads.get(n, key, codec)
+	return sealBatch(batchSpec{firstTimestamp: now, maxTimestamp: now, producer: as}, used, payload, int32(n), int32(n-1)), nil
+}
+
+// fillerPayloads caches the compressed records of filler batches. A head alignment asks for
+// full batches of one size again and again, and a last smaller one; the cache is cleared
+// when it holds fillerPayloadsMax entries, so odd sizes cannot grow it.
+var fillerPayloads = fillerCache{m: map[fillerCacheKey]fillerCacheEntry{}}
+
+const fillerPayloadsMax = 16
+
+type fillerCache struct {
+	mu sync.Mutex
+	m  map[fillerCacheKey]fillerCacheEntry
+}
+
+type fillerCacheKey struct {
+	n     int
+	key   string
+	codec int16
+}
+
+type fillerCacheEntry struct {
+	codec   int16 // the codec the payload is in
+	payload []byte
+}
+
+func (c *fillerCache) get(n int, key []byte, codec int16) (int16, []byte) {
+	k := fillerCacheKey{n, string(key), codec}
+	c.mu.Lock()
+	e, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return e.codec, e.payload
+	}
+	e.codec, e.payload = compress(codec, fillerRecords(n, key))
+	c.mu.Lock()
+	if len(c.m) >= fillerPayloadsMax {
+		clear(c.m)
+	}
+	c.m[k] = e
+	c.mu.Unlock()
+	return e.codec, e.payload
+}
+
+// fillerRecords encodes n records with offset deltas 0 to n-1, timestamp delta 0, key (nil:
+// null), a null value and no headers, straight to bytes.
+func fillerRecords(n int, key []byte) []byte {
+	keyLen := int64(-1)
+	if key != nil {
+		keyLen = int64(len(key))
+	}
+	payload := make([]byte, 0, n*(10+len(key)))
+	var body []byte
+	for i := range n {
+		body = append(body[:0], 0, 0) // attributes, timestamp delta
+		body = binary.AppendVarint(body, int64(i))
+		body = binary.AppendVarint(body, keyLen)
+		body = append(body, key...)
+		body = append(body, 1, 0) // value length -1 (null), no headers
+		payload = binary.AppendVarint(payload, int64(len(body)))
+		payload = append(payload, body...)
+	}
+	return payload
 }

@@ -97,8 +97,7 @@ type PartitionMirror struct {
 	ceiling      int64
 	ceilingSince time.Time
 
-	filler        rawBatch // the full-size filler batch, built once
-	fillerRecords int      // records in a full-size filler batch that fits the destination
+	fillerRecords int // records in a full-size filler batch that fits the destination
 
 	// lastEpoch is the source leader epoch of the last batch copied, -1 if unknown: every
 	// session checks that the source log of that epoch still reaches the destination end.
@@ -699,17 +698,11 @@ func (s *session) fillerFor(n int64) ([]byte, error) {
 	}
 	for {
 		size := int(min(n, int64(m.fillerRecords)))
-		if c := m.filler; c != nil && s.fillerKey == nil && int(c.recordCount()) == size && c.codec() == codec {
-			return forwardBatch(c, s.idem, false), nil
-		}
 		batch, err := fillerBatch(size, s.fillerKey, codec, time.Now().UnixMilli(), s.idem)
 		if err != nil {
 			return nil, err
 		}
 		if limit <= 0 || len(batch) <= limit {
-			if size == m.fillerRecords && s.fillerKey == nil {
-				m.filler = batch
-			}
 			return batch, nil
 		}
 		if size == 1 {
