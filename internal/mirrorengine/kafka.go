@@ -260,26 +260,39 @@ func (c cluster) epochEnd(ctx context.Context, meta topicMeta, topic string, par
 
 // offsets returns a partition's log start and high watermark (read_uncommitted end).
 func (c cluster) offsets(ctx context.Context, topic string, partition int32) (start, end int64, err error) {
-	starts, err := c.adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
+	if start, err = c.listOffset(ctx, topic, partition, -2); err != nil {
+		return 0, 0, err
 	}
+	if end, err = c.listOffset(ctx, topic, partition, -1); err != nil {
+		return 0, 0, err
+	}
+	return start, end, nil
+}
+
+// listOffset asks the partition's leader (kgo routes ListOffsets there) for one offset of
+// one partition: -2 its log start, -1 its end. It lists no other partition of the topic: a
+// hole's marker is awaited with one small request, however many partitions the topic has.
+func (c cluster) listOffset(ctx context.Context, topic string, partition int32, timestamp int64) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = partition, timestamp, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
 	if err != nil {
-		return 0, 0, authErr(c.name, "list offsets of "+topic, err)
+		return 0, err
 	}
-	ends, err := c.adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, fmt.Errorf("%s %s[%d]: no offsets returned", c.name, topic, partition)
 	}
-	if err != nil {
-		return 0, 0, authErr(c.name, "list offsets of "+topic, err)
+	p := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		return 0, authErr(c.name, "list offsets of "+topic, err)
 	}
-	s, ok1 := starts.Lookup(topic, partition)
-	e, ok2 := ends.Lookup(topic, partition)
-	if !ok1 || !ok2 {
-		return 0, 0, fmt.Errorf("%s %s[%d]: no offsets returned", c.name, topic, partition)
-	}
-	return s.Offset, e.Offset, nil
+	return p.Offset, nil
 }
 
 // deleteRecords moves the partition's log start to offset.

@@ -890,7 +890,7 @@ func (s *session) awaitMarker(ctx context.Context, at int64) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no transaction marker landed at destination offset %d within %v", at, markerLandTimeout)
 		}
-		_, end, err := s.m.dst.offsets(ctx, s.cfg.Topic, s.cfg.Partition)
+		end, err := s.m.dst.listOffset(ctx, s.cfg.Topic, s.cfg.Partition, -1)
 		if err != nil {
 			return err
 		}
