@@ -31,6 +31,7 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // envPrefix starts every environment variable of the worker.
@@ -524,7 +525,7 @@ func (c *Config) validate(embedded bool) error {
 		// The key is never echoed, only its length.
 		return cfgErr("%s is %d bytes long; at least %d are needed", named("secret_key"), len(c.SecretKey), mirrorengine.MinSecretKeyLen)
 	}
-	if err := mirrorengine.ValidateMirrorName(c.State.Topic); err != nil {
+	if err := partitionstate.ValidateMirrorName(c.State.Topic); err != nil {
 		// Topic names follow the same character rules as mirror names.
 		return cfgErr("%s: %q is not a valid topic name", named("state.topic"), c.State.Topic)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // The worker's parsers of input from outside: API request bodies and the YAML
@@ -43,7 +44,7 @@ func (e *acceptingEngine) checkSource(src mirrorengine.SourceConnection) {
 
 func (e *acceptingEngine) CreateClusterMirror(_ context.Context, m mirrorengine.MirrorRecord) (mirrorengine.MirrorRecord, error) {
 	e.called = true
-	if err := mirrorengine.ValidateMirrorName(m.Name); err != nil {
+	if err := partitionstate.ValidateMirrorName(m.Name); err != nil {
 		e.t.Fatalf("the server let through mirror name %q: %v", m.Name, err)
 	}
 	if len(m.Source.BootstrapServers) == 0 {
@@ -78,7 +79,7 @@ func (e *acceptingEngine) SetTopicOwner(context.Context, string, string) error {
 
 func (e *acceptingEngine) topics(mirror string, topics []string) ([]mirrorengine.TopicResult, error) {
 	e.called = true
-	if err := mirrorengine.ValidateMirrorName(mirror); err != nil || len(topics) == 0 {
+	if err := partitionstate.ValidateMirrorName(mirror); err != nil || len(topics) == 0 {
 		e.t.Fatalf("the server let through mirror %q (%v) with %d topics", mirror, err, len(topics))
 	}
 	out := make([]mirrorengine.TopicResult, len(topics))

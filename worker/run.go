@@ -25,6 +25,7 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // shutdownTimeout bounds how long in-flight API requests may finish at shutdown.
@@ -257,7 +258,7 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 				Topic: cfg.State.Topic, Partitions: cfg.State.Partitions, ReplicationFactor: cfg.State.ReplicationFactor,
 				Sealer: sealer, Logger: log,
 			},
-			Retry:      mirrorengine.RetryPolicy{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, MaxAttempts: cfg.Retry.MaxAttempts},
+			Retry:      partitionstate.RetryPolicy{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, MaxAttempts: cfg.Retry.MaxAttempts},
 			StallAfter: cfg.StallAfter,
 			Logger:     log,
 			Observer:   m,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // maxBody bounds request bodies: a mirror definition with PEM certificates is a few KiB.
@@ -43,7 +44,7 @@ type engineAPI interface {
 	ResumeMirrorTopics(ctx context.Context, mirror string, topics []string) ([]mirrorengine.TopicResult, error)
 	DescribeMirrorTopic(ctx context.Context, mirror, topic string) (mirrorengine.TopicDescription, error)
 	DescribeMirrorTopics(ctx context.Context, mirror string) ([]mirrorengine.TopicDescription, error)
-	PartitionStates() map[mirrorengine.State]int
+	PartitionStates() map[partitionstate.State]int
 	StalledPartitions() []mirrorengine.StalledPartition
 	BadStateRecords() []mirrorengine.StateRecord
 	StateRecord(key string) (mirrorengine.StateRecord, error)
@@ -273,7 +274,7 @@ func (s *server) createMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	if err := mirrorengine.ValidateMirrorName(req.Name); err != nil {
+	if err := partitionstate.ValidateMirrorName(req.Name); err != nil {
 		return badRequest(api.CodeInvalidClusterMirrorName, "%v", err)
 	}
 	if err := s.checkSource(req.Source); err != nil {
@@ -344,7 +345,7 @@ func (s *server) listMirrors(w http.ResponseWriter, _ *http.Request, e engineAPI
 // INVALID_CLUSTER_MIRROR_NAME rather than UNKNOWN_CLUSTER_MIRROR.
 func mirrorParam(r *http.Request) (string, error) {
 	name := r.PathValue("mirror")
-	if err := mirrorengine.ValidateMirrorName(name); err != nil {
+	if err := partitionstate.ValidateMirrorName(name); err != nil {
 		return "", badRequest(api.CodeInvalidClusterMirrorName, "%v", err)
 	}
 	return name, nil

@@ -17,6 +17,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // The error codes of the state record commands and refusals (not the KIP's: it has no
@@ -114,7 +116,7 @@ func (e *Engine) reloadRunner(k partitionKey) {
 		old.close()
 	}
 	tc, ok := e.store.TopicConfig(k.topic)
-	if mirror, _ := ParseMirrorName(tc.MirrorName); ok && mirror == k.mirror {
+	if mirror, _ := partitionstate.ParseMirrorName(tc.MirrorName); ok && mirror == k.mirror {
 		if _, ok := e.store.Mirror(k.mirror); ok {
 			e.runner(k)
 		}
@@ -161,9 +163,9 @@ func (e *Engine) lookupMirror(name string) (MirrorRecord, *CommandError) {
 
 // unreadablePartition is the status of a partition whose record cannot be read: FAILED for
 // the operator, with the record's problem and the ways out.
-func unreadablePartition(k partitionKey, problem string) Status {
+func unreadablePartition(k partitionKey, problem string) partitionstate.Status {
 	key := recordKey{kind: kindPartition, mirror: k.mirror, topic: k.topic, partition: k.partition}
-	return Status{State: StateFailed, RetryAttempt: -1, Error: fmt.Sprintf(
+	return partitionstate.Status{State: partitionstate.StateFailed, RetryAttempt: -1, Error: fmt.Sprintf(
 		"%s; the partition waits for the operator: start the topic again, or kafkamirror-worker state remove %s, and it continues from its destination when that is a prefix of the source",
 		problem, key)}
 }

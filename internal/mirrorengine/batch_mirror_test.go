@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // Source batches that kfake never writes itself, served in place of its fetch answers.
@@ -62,7 +63,7 @@ func TestEngineFailsOnlyThePartitionWithACorruptBatch(t *testing.T) {
 		if err == nil && len(d.Partitions) == 2 {
 			p0, p1 := d.Partitions[0], d.Partitions[1]
 			// A FAILED with a retry is a transient error while the destination topic appears.
-			if p0.State == StateFailed && p0.RetryAttempt == -1 && p1.State == StateMirroring && p1.Lag == 0 {
+			if p0.State == partitionstate.StateFailed && p0.RetryAttempt == -1 && p1.State == partitionstate.StateMirroring && p1.Lag == 0 {
 				want := fmt.Sprintf("corrupt source record batch at offset %d: CRC-32C", last.baseOffset())
 				if !strings.Contains(p0.Error, want) {
 					t.Fatalf("partition 0: %+v; want an error with %q", p0, want)

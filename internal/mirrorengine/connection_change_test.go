@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // waitFlowing produces more records on the source and waits until the destination holds
@@ -19,7 +20,7 @@ func waitFlowing(t *testing.T, e *Engine, src, dst *kafkatest.Cluster, topic, ta
 		produceSync(t, prod, records(topic, p, 40, tag)...)
 	}
 	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
-	d := waitState(t, e, "m", topic, 2, StateMirroring)
+	d := waitState(t, e, "m", topic, 2, partitionstate.StateMirroring)
 	for _, p := range d.Partitions {
 		if p.Error != "" || p.Lag != 0 {
 			t.Errorf("partition %d after the change: lag %d, error %q", p.Partition, p.Lag, p.Error)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // MirrorDescription is what DescribeClusterMirrors tells about a mirror; never a secret.
@@ -36,7 +38,7 @@ type MirrorDescription struct {
 // PartitionDescription is one partition's line of the KIP's describe table.
 type PartitionDescription struct {
 	Partition int32
-	State     State
+	State     partitionstate.State
 	// SourceOffset is the source high watermark and DestinationOffset the destination end
 	// offset, as last read (at SourceOffsetAt and DestinationOffsetAt): from this describe
 	// when the cluster answered within describeTimeout, else from an earlier one; -1 and
@@ -60,7 +62,7 @@ type TopicDescription struct {
 	Mirror     string
 	Topic      string
 	MirrorName string // the mirror.name value, with its .paused / .removed suffix
-	Desired    Desired
+	Desired    partitionstate.Desired
 	Divergence string // the divergence policy of the last start: "fail" or "recreate"
 	// ConfigsLeftOut are the source configs the destination topic was created without,
 	// each with its reason.
@@ -172,7 +174,7 @@ func (e *Engine) topicOf(mirror, topic string) (TopicConfigRecord, error) {
 		return TopicConfigRecord{}, cerr
 	}
 	tc, ok := e.store.TopicConfig(topic)
-	if owner, _ := ParseMirrorName(tc.MirrorName); !ok || owner != mirror {
+	if owner, _ := partitionstate.ParseMirrorName(tc.MirrorName); !ok || owner != mirror {
 		return TopicConfigRecord{}, cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, mirror)
 	}
 	return tc, nil
@@ -183,7 +185,7 @@ func (e *Engine) describeTopic(mirror, topic string, broken *CommandError, obs o
 	if err != nil {
 		return TopicDescription{}, err
 	}
-	_, desired := ParseMirrorName(tc.MirrorName)
+	_, desired := partitionstate.ParseMirrorName(tc.MirrorName)
 	d := TopicDescription{Mirror: mirror, Topic: topic, MirrorName: tc.MirrorName, Desired: desired, Divergence: tc.Divergence, ConfigsLeftOut: tc.ConfigsLeftOut}
 	if d.Divergence == "" {
 		d.Divergence = "fail"
@@ -197,7 +199,7 @@ func (e *Engine) describeTopic(mirror, topic string, broken *CommandError, obs o
 	for _, p := range slices.Sorted(maps.Keys(statuses)) {
 		s := statuses[p]
 		if broken != nil {
-			s = Status{State: StateFailed, RetryAttempt: -1, Error: broken.Message}
+			s = partitionstate.Status{State: partitionstate.StateFailed, RetryAttempt: -1, Error: broken.Message}
 		}
 		pd := PartitionDescription{
 			Partition: p, State: s.State, LastMirroredOffset: -1, LastMirroredEpoch: -1, Error: s.Error, RetryAttempt: s.RetryAttempt,
@@ -216,7 +218,7 @@ func (e *Engine) describeTopic(mirror, topic string, broken *CommandError, obs o
 		if lm, ok := e.store.LastMirror(mirror, topic, p); ok {
 			pd.LastMirroredOffset, pd.LastMirroredEpoch = lm.LastMirroredOffset, lm.LastMirroredEpoch
 		}
-		if r := runners[p]; r != nil && s.State == StateMirroring {
+		if r := runners[p]; r != nil && s.State == partitionstate.StateMirroring {
 			if since, last, ok := r.stalled(now, e.cfg.StallAfter); ok {
 				pd.Error = stalledDetail(now.Sub(since), pd.Unreachable, last)
 			}
@@ -363,8 +365,8 @@ func (e *Engine) allRunners() []*runner {
 
 // PartitionStates counts the mirrored partitions in each state (the KIP's per-state gauges);
 // it asks no cluster.
-func (e *Engine) PartitionStates() map[State]int {
-	out := map[State]int{}
+func (e *Engine) PartitionStates() map[partitionstate.State]int {
+	out := map[partitionstate.State]int{}
 	for _, r := range e.allRunners() {
 		out[r.Status().State]++
 	}
@@ -385,7 +387,7 @@ func (e *Engine) StalledPartitions() []StalledPartition {
 	var out []StalledPartition
 	now := time.Now()
 	for _, r := range e.allRunners() {
-		if r.Status().State != StateMirroring {
+		if r.Status().State != partitionstate.StateMirroring {
 			continue
 		}
 		if since, last, ok := r.stalled(now, e.cfg.StallAfter); ok {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // A mirror's destination topic settings are stored in its version-1 record, only when set:
@@ -72,7 +73,7 @@ func TestEngineDestinationTopicSettings(t *testing.T) {
 	createMirror(t, e, "default", src)
 	for _, topic := range []string{"set", "default"} {
 		start(t, e, topic, topic, "fail")
-		waitState(t, e, topic, topic, 2, StateMirroring)
+		waitState(t, e, topic, topic, 2, partitionstate.StateMirroring)
 	}
 	for topic, want := range map[string]struct {
 		rf        int

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // Config configures an Engine.
@@ -28,7 +29,7 @@ type Config struct {
 	Store       StoreConfig
 	// Retry is the back-off for FAILED partitions; the zero value means the KIP's defaults
 	// (100 ms doubling to 5 min, 20 attempts, full jitter).
-	Retry RetryPolicy
+	Retry partitionstate.RetryPolicy
 	// SourceOpts are added to every source client (for example timeouts).
 	SourceOpts []kgo.Opt
 	Logger     *slog.Logger
@@ -99,7 +100,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.StallAfter = DefaultStallAfter
 	}
 	if cfg.Retry.Initial == 0 && cfg.Retry.Max == 0 && cfg.Retry.MaxAttempts == 0 {
-		cfg.Retry = RetryPolicy{Initial: kip.RetryInitialBackoff, Max: kip.RetryMaxBackoff, MaxAttempts: kip.RetryMaxAttempts, Jitter: cfg.Retry.Jitter}
+		cfg.Retry = partitionstate.RetryPolicy{Initial: kip.RetryInitialBackoff, Max: kip.RetryMaxBackoff, MaxAttempts: kip.RetryMaxAttempts, Jitter: cfg.Retry.Jitter}
 	}
 	if cfg.Retry.Jitter == nil {
 		cfg.Retry.Jitter = func(d time.Duration) time.Duration { return rand.N(d + 1) }
@@ -293,7 +294,7 @@ func (e *Engine) quiesceTopic(ctx context.Context, mirror, topic, reason string)
 	}
 	for _, r := range runners {
 		if !quiet(r.Status()) {
-			r.send(Fail{Err: reason, Retryable: false, Now: time.Now()})
+			r.send(partitionstate.Fail{Err: reason, Retryable: false, Now: time.Now()})
 		}
 	}
 	deadline := time.Now().Add(quiesceTimeout)
@@ -326,8 +327,8 @@ func (e *Engine) quiesceTopic(ctx context.Context, mirror, topic, reason string)
 }
 
 // quiet reports whether a partition in status s neither writes nor starts to by itself.
-func quiet(s Status) bool {
-	return s.State == StateStopped || s.State == StateFailed && s.RetryAttempt < 0
+func quiet(s partitionstate.Status) bool {
+	return s.State == partitionstate.StateStopped || s.State == partitionstate.StateFailed && s.RetryAttempt < 0
 }
 
 // CreateClusterMirror validates and records a new mirror. The source must be reachable;
@@ -335,7 +336,7 @@ func quiet(s Status) bool {
 func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (MirrorRecord, error) {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
-	if err := ValidateMirrorName(m.Name); err != nil {
+	if err := partitionstate.ValidateMirrorName(m.Name); err != nil {
 		return MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorName, "%w", err)
 	}
 	if cerr := e.mirrorProblem(m.Name); cerr != nil {
@@ -593,7 +594,7 @@ func (e *Engine) SourceTopics(ctx context.Context, mirror, pattern string) ([]st
 func (e *Engine) mirrorTopics(mirror string) []string {
 	var out []string
 	for topic, tc := range e.store.TopicConfigs() {
-		if m, _ := ParseMirrorName(tc.MirrorName); m == mirror {
+		if m, _ := partitionstate.ParseMirrorName(tc.MirrorName); m == mirror {
 			out = append(out, topic)
 		}
 	}
@@ -604,12 +605,12 @@ func (e *Engine) mirrorTopics(mirror string) []string {
 // topicStopped reports whether every known partition of the topic is STOPPED.
 func (e *Engine) topicStopped(mirror, topic string) bool {
 	for _, r := range e.topicRunners(mirror, topic) {
-		if r.Status().State != StateStopped {
+		if r.Status().State != partitionstate.StateStopped {
 			return false
 		}
 	}
 	for _, rec := range e.store.Partitions(mirror, topic) {
-		if rec.Status.State != StateStopped {
+		if rec.Status.State != partitionstate.StateStopped {
 			return false
 		}
 	}
@@ -619,7 +620,7 @@ func (e *Engine) topicStopped(mirror, topic string) bool {
 // topicFailed reports whether any partition of the topic is FAILED.
 func (e *Engine) topicFailed(mirror, topic string) bool {
 	for _, s := range e.topicStatuses(mirror, topic) {
-		if s.State == StateFailed {
+		if s.State == partitionstate.StateFailed {
 			return true
 		}
 	}
@@ -667,18 +668,18 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 		}
 		tc, exists := e.store.TopicConfig(topic)
 		if exists {
-			other, d := ParseMirrorName(tc.MirrorName)
+			other, d := partitionstate.ParseMirrorName(tc.MirrorName)
 			switch {
-			case d != DesiredStopped && other != mirror:
+			case d != partitionstate.DesiredStopped && other != mirror:
 				return cmdErr(CodeTopicAlreadyInClusterMirror, "topic %q is in cluster mirror %q (%s); stop it there first", topic, other, d)
-			case d == DesiredMirroring && tc.Divergence == divergence && !e.topicFailed(mirror, topic):
+			case d == partitionstate.DesiredMirroring && tc.Divergence == divergence && !e.topicFailed(mirror, topic):
 				// A repeat of the start (a retry whose first answer was lost) is done.
 				return nil
-			case d != DesiredStopped && !e.topicFailed(mirror, topic):
+			case d != partitionstate.DesiredStopped && !e.topicFailed(mirror, topic):
 				// Starting a FAILED topic again is the operator's recovery; a paused topic
 				// resumes, and another divergence policy is a different start.
 				return cmdErr(CodeTopicAlreadyInClusterMirror, "topic %q is already %s in cluster mirror %q (divergence %q)", topic, d, mirror, tc.Divergence)
-			case d == DesiredStopped && other != mirror:
+			case d == partitionstate.DesiredStopped && other != mirror:
 				// Stopped in another mirror: that mirror's records of it are history now.
 				if cerr := e.record(ctx, fmt.Sprintf("deleting the partition records of %q in cluster mirror %q", topic, other), func(ctx context.Context) error {
 					return e.store.DeletePartitions(ctx, other, topic)
@@ -713,7 +714,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 		}
 		// Bind the topic to the source topic as it is now; PREPARING's divergence check
 		// guards the destination's existing records against a source recreated meanwhile.
-		tc.MirrorName, tc.Divergence, tc.SourceTopicID = FormatMirrorName(mirror, DesiredMirroring), divergence, hex.EncodeToString(smeta.id[:])
+		tc.MirrorName, tc.Divergence, tc.SourceTopicID = partitionstate.FormatMirrorName(mirror, partitionstate.DesiredMirroring), divergence, hex.EncodeToString(smeta.id[:])
 		if cerr := e.putTopicConfig(ctx, topic, tc); cerr != nil {
 			return cerr
 		}
@@ -721,10 +722,10 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			return cmdErr(CodeSourceClusterUnreachable, "%w", err)
 		}
 		for _, r := range e.topicRunners(mirror, topic) {
-			if s := r.Status().State; s == StateStopped || s == StateFailed {
-				r.send(Restart{}) // through PREPARING, which continues a destination that is a prefix of the source
+			if s := r.Status().State; s == partitionstate.StateStopped || s == partitionstate.StateFailed {
+				r.send(partitionstate.Restart{}) // through PREPARING, which continues a destination that is a prefix of the source
 			} else {
-				r.send(Evaluate{})
+				r.send(partitionstate.Evaluate{})
 			}
 		}
 		if err := e.restartElsewhere(ctx, mirror, topic); err != nil {
@@ -742,15 +743,15 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 
 // PauseMirrorTopics stops fetching; the topics stay read-only.
 func (e *Engine) PauseMirrorTopics(ctx context.Context, mirror string, topics []string) ([]TopicResult, error) {
-	return e.changeDesired(ctx, mirror, topics, DesiredPaused)
+	return e.changeDesired(ctx, mirror, topics, partitionstate.DesiredPaused)
 }
 
 // ResumeMirrorTopics continues paused topics from the destination end.
 func (e *Engine) ResumeMirrorTopics(ctx context.Context, mirror string, topics []string) ([]TopicResult, error) {
-	return e.changeDesired(ctx, mirror, topics, DesiredMirroring)
+	return e.changeDesired(ctx, mirror, topics, partitionstate.DesiredMirroring)
 }
 
-func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []string, to Desired) ([]TopicResult, error) {
+func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []string, to partitionstate.Desired) ([]TopicResult, error) {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
 	if _, cerr := e.lookupMirror(mirror); cerr != nil {
@@ -761,20 +762,20 @@ func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []stri
 			return cerr
 		}
 		tc, ok := e.store.TopicConfig(topic)
-		current, from := ParseMirrorName(tc.MirrorName)
+		current, from := partitionstate.ParseMirrorName(tc.MirrorName)
 		if !ok || current != mirror {
 			return cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, mirror)
 		}
 		switch {
-		case from == DesiredStopped && to == DesiredStopped:
+		case from == partitionstate.DesiredStopped && to == partitionstate.DesiredStopped:
 			return cmdErr(CodeMirrorTopicAlreadyStopped, "topic %q is already stopped", topic)
-		case from == DesiredStopped:
+		case from == partitionstate.DesiredStopped:
 			return cmdErr(CodeInvalidMirrorPartitionState, "topic %q is stopped; start it again instead of a %s", topic, kip.CommandTo(to.String()))
 		}
 		if from == to {
 			return nil
 		}
-		tc.MirrorName = FormatMirrorName(mirror, to)
+		tc.MirrorName = partitionstate.FormatMirrorName(mirror, to)
 		if cerr := e.putTopicConfig(ctx, topic, tc); cerr != nil {
 			return cerr
 		}
@@ -784,7 +785,7 @@ func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []stri
 		_ = e.ensureRunners(lctx, mirror, topic)
 		cancel()
 		for _, r := range e.topicRunners(mirror, topic) {
-			r.send(Evaluate{})
+			r.send(partitionstate.Evaluate{})
 		}
 		e.log.Info("mirror topic desired state changed", "mirror", mirror, "topic", topic, "from", from, "to", to)
 		return nil

@@ -14,9 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
-var fastRetry = RetryPolicy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 50}
+var fastRetry = partitionstate.RetryPolicy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 50}
 
 // openEngine opens an engine mirroring into dst, closed when the test ends.
 func openEngine(t *testing.T, dst *kafkatest.Cluster) *Engine {
@@ -69,7 +70,7 @@ func start(t *testing.T, e *Engine, mirror, topic, divergence string) {
 }
 
 // waitState polls until every partition of the topic is in state, and returns the description.
-func waitState(t *testing.T, e *Engine, mirror, topic string, partitions int, state State) TopicDescription {
+func waitState(t *testing.T, e *Engine, mirror, topic string, partitions int, state partitionstate.State) TopicDescription {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	var d TopicDescription
@@ -114,12 +115,12 @@ func TestEngineMirrorPauseResumeStop(t *testing.T) {
 	start(t, e, "a-to-b", "orders", "")
 
 	// The destination topic is created like the source's and mirrored identically.
-	waitState(t, e, "a-to-b", "orders", 3, StateMirroring)
+	waitState(t, e, "a-to-b", "orders", 3, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
 
 	// Pause: no fetcher runs, records produced now stay on the source.
 	topicCmd(t, e.PauseMirrorTopics, "a-to-b", "orders")
-	d := waitState(t, e, "a-to-b", "orders", 3, StatePaused)
+	d := waitState(t, e, "a-to-b", "orders", 3, partitionstate.StatePaused)
 	if d.MirrorName != "a-to-b.paused" {
 		t.Fatalf("mirror.name %q while paused", d.MirrorName)
 	}
@@ -135,7 +136,7 @@ func TestEngineMirrorPauseResumeStop(t *testing.T) {
 	}
 
 	topicCmd(t, e.ResumeMirrorTopics, "a-to-b", "orders")
-	waitState(t, e, "a-to-b", "orders", 3, StateMirroring)
+	waitState(t, e, "a-to-b", "orders", 3, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
 
 	// A source transaction still open at failover is aborted on the destination.
@@ -147,7 +148,7 @@ func TestEngineMirrorPauseResumeStop(t *testing.T) {
 	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
 
 	topicCmd(t, e.StopMirrorTopics, "a-to-b", "orders")
-	d = waitState(t, e, "a-to-b", "orders", 3, StateStopped)
+	d = waitState(t, e, "a-to-b", "orders", 3, partitionstate.StateStopped)
 	ends := endOffsets(t, dst, "orders")
 	lso, err := dst.Admin(t).ListCommittedOffsets(context.Background(), "orders")
 	if err != nil {
@@ -191,7 +192,7 @@ func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, e, "a-to-b", "payments", "")
-	waitState(t, e, "a-to-b", "payments", 1, StateMirroring)
+	waitState(t, e, "a-to-b", "payments", 1, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "payments", waitIdentical)
 
 	// The application may write the topic by its own ACLs, yet not while it is mirrored.
@@ -211,7 +212,7 @@ func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
 		t.Fatal("the application wrote to a mirrored topic")
 	}
 	topicCmd(t, e.StopMirrorTopics, "a-to-b", "payments")
-	waitState(t, e, "a-to-b", "payments", 1, StateStopped)
+	waitState(t, e, "a-to-b", "payments", 1, partitionstate.StateStopped)
 	if err := appWrite(); err != nil {
 		t.Fatalf("the application cannot write after failover: %v", err)
 	}
@@ -229,7 +230,7 @@ func TestEngineFailback(t *testing.T) {
 	onB := openEngine(t, b)
 	createMirror(t, onB, "a-to-b", a)
 	start(t, onB, "a-to-b", "ledger", "")
-	waitState(t, onB, "a-to-b", "ledger", 2, StateMirroring)
+	waitState(t, onB, "a-to-b", "ledger", 2, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, a, b, "ledger", waitIdentical)
 	idBefore := topicID(t, a, "ledger")
 
@@ -237,18 +238,18 @@ func TestEngineFailback(t *testing.T) {
 	onA := openEngine(t, a)
 	createMirror(t, onA, "b-to-a", b)
 	start(t, onA, "b-to-a", "ledger", "")
-	refused := waitState(t, onA, "b-to-a", "ledger", 2, StateFailed).Partitions[0]
+	refused := waitState(t, onA, "b-to-a", "ledger", 2, partitionstate.StateFailed).Partitions[0]
 	if !strings.Contains(refused.Error, "still mirrors") || refused.RetryAttempt < 1 {
 		t.Fatalf("failback while B still mirrors from A: %+v", refused)
 	}
 
 	topicCmd(t, onB.StopMirrorTopics, "a-to-b", "ledger")
-	waitState(t, onB, "a-to-b", "ledger", 2, StateStopped)
+	waitState(t, onB, "a-to-b", "ledger", 2, partitionstate.StateStopped)
 	// Applications move to B and write there; the retried failback then copies them.
 	for p := range int32(2) {
 		produceSync(t, manualProducer(t, b), records("ledger", p, 30, "from-b")...)
 	}
-	waitState(t, onA, "b-to-a", "ledger", 2, StateMirroring)
+	waitState(t, onA, "b-to-a", "ledger", 2, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, b, a, "ledger", waitIdentical)
 	if topicID(t, a, "ledger") != idBefore {
 		t.Fatal("failback recreated A's topic instead of copying only the new records")
@@ -256,19 +257,19 @@ func TestEngineFailback(t *testing.T) {
 
 	// Fail over to A again, and have both sides written: B diverged from A.
 	topicCmd(t, onA.StopMirrorTopics, "b-to-a", "ledger")
-	waitState(t, onA, "b-to-a", "ledger", 2, StateStopped)
+	waitState(t, onA, "b-to-a", "ledger", 2, partitionstate.StateStopped)
 	for p := range int32(2) {
 		produceSync(t, manualProducer(t, a), records("ledger", p, 10, "a-again")...)
 		produceSync(t, manualProducer(t, b), records("ledger", p, 7, "b-diverged")...)
 	}
 
 	start(t, onB, "a-to-b", "ledger", "fail")
-	d := waitState(t, onB, "a-to-b", "ledger", 2, StateFailed)
+	d := waitState(t, onB, "a-to-b", "ledger", 2, partitionstate.StateFailed)
 	if !strings.Contains(d.Partitions[0].Error, "7 records") || d.Partitions[0].RetryAttempt != -1 {
 		t.Fatalf("divergence under \"fail\": %+v", d.Partitions[0])
 	}
 	start(t, onB, "a-to-b", "ledger", "recreate")
-	waitState(t, onB, "a-to-b", "ledger", 2, StateMirroring)
+	waitState(t, onB, "a-to-b", "ledger", 2, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, a, b, "ledger", waitIdentical)
 }
 
@@ -284,7 +285,7 @@ func topicID(t *testing.T, c *kafkatest.Cluster, topic string) [16]byte {
 // The engine process dies in the middle of PREPARING or STOPPING; a new engine on the same
 // __mirror_state finishes the work.
 func TestEngineResumesInterruptedWork(t *testing.T) {
-	for _, at := range []ActionKind{ActionPrepare, ActionStop} {
+	for _, at := range []partitionstate.ActionKind{partitionstate.ActionPrepare, partitionstate.ActionStop} {
 		t.Run(at.String(), func(t *testing.T) {
 			src, dst := kafkatest.Pair(t)
 			src.CreateTopic(t, "t", 2, nil)
@@ -294,7 +295,7 @@ func TestEngineResumesInterruptedWork(t *testing.T) {
 
 			var once sync.Once
 			crashed := make(chan struct{})
-			testHookAction = func(_ partitionKey, a Action) {
+			testHookAction = func(_ partitionKey, a partitionstate.Action) {
 				if a.Kind == at {
 					once.Do(func() { e.cancel(); close(crashed) })
 				}
@@ -302,23 +303,23 @@ func TestEngineResumesInterruptedWork(t *testing.T) {
 			t.Cleanup(func() { testHookAction = nil })
 
 			start(t, e, "m", "t", "")
-			if at == ActionStop {
-				waitState(t, e, "m", "t", 2, StateMirroring)
+			if at == partitionstate.ActionStop {
+				waitState(t, e, "m", "t", 2, partitionstate.StateMirroring)
 				topicCmd(t, e.StopMirrorTopics, "m", "t")
 			}
 			<-crashed
 			e.Close()
 			testHookAction = nil
-			want := StateMirroring
-			if at == ActionStop {
-				want = StateStopped
-			} else if rec, _ := e.store.Partition("m", "t", 0); rec.Status.State != StatePreparing {
+			want := partitionstate.StateMirroring
+			if at == partitionstate.ActionStop {
+				want = partitionstate.StateStopped
+			} else if rec, _ := e.store.Partition("m", "t", 0); rec.Status.State != partitionstate.StatePreparing {
 				t.Fatalf("the crash left state %s, want PREPARING recorded", rec.Status.State)
 			}
 
 			again := openEngine(t, dst)
 			waitState(t, again, "m", "t", 2, want)
-			if want == StateMirroring {
+			if want == partitionstate.StateMirroring {
 				kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
 			}
 		})
@@ -336,7 +337,7 @@ func TestEngineSourceClusterIDChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, e, "m", "t", "")
-	waitState(t, e, "m", "t", 1, StateMirroring)
+	waitState(t, e, "m", "t", 1, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
 
 	// Another cluster now answers at the source's address.
@@ -345,7 +346,7 @@ func TestEngineSourceClusterIDChanged(t *testing.T) {
 	other.CreateTopic(t, "t", 1, nil)
 	produceSync(t, manualProducer(t, other), records("t", 0, 20, "y")...)
 
-	d := waitState(t, e, "m", "t", 1, StateFailed)
+	d := waitState(t, e, "m", "t", 1, partitionstate.StateFailed)
 	p := d.Partitions[0]
 	if p.RetryAttempt != -1 || !strings.Contains(p.Error, "source-one") || !strings.Contains(p.Error, "source-two") {
 		t.Fatalf("after the source cluster changed: %+v", p)
@@ -377,7 +378,7 @@ func TestEngineSourceTopicRecreated(t *testing.T) {
 	e := openEngine(t, dst)
 	createMirror(t, e, "m", src)
 	start(t, e, "m", "t", "")
-	waitState(t, e, "m", "t", 1, StateMirroring)
+	waitState(t, e, "m", "t", 1, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
 
 	if _, err := src.Admin(t).DeleteTopic(context.Background(), "t"); err != nil {
@@ -386,7 +387,7 @@ func TestEngineSourceTopicRecreated(t *testing.T) {
 	src.CreateTopic(t, "t", 1, nil)
 	produceSync(t, manualProducer(t, src), records("t", 0, 3, "new")...)
 
-	p := waitState(t, e, "m", "t", 1, StateFailed).Partitions[0]
+	p := waitState(t, e, "m", "t", 1, partitionstate.StateFailed).Partitions[0]
 	if p.RetryAttempt != -1 || !(strings.Contains(p.Error, "recreated") || strings.Contains(p.Error, "deleted") || strings.Contains(p.Error, "topic id")) {
 		t.Fatalf("after the source topic was recreated: %+v", p)
 	}
@@ -488,7 +489,7 @@ func TestEngineCommandErrors(t *testing.T) {
 		t.Errorf("delete refusal does not name the mirrored topic: %v", err)
 	}
 	topicCmd(t, e.StopMirrorTopics, "m", "t")
-	waitState(t, e, "m", "t", 1, StateStopped)
+	waitState(t, e, "m", "t", 1, partitionstate.StateStopped)
 	for _, tc := range []struct {
 		what      string
 		got, want ErrorCode
@@ -515,11 +516,11 @@ func TestEngineReopenReportsSameStates(t *testing.T) {
 	createMirror(t, e, "m", src)
 	for _, topic := range []string{"running", "resting", "done"} {
 		start(t, e, "m", topic, "")
-		waitState(t, e, "m", topic, 2, StateMirroring)
+		waitState(t, e, "m", topic, 2, partitionstate.StateMirroring)
 	}
 	topicCmd(t, e.PauseMirrorTopics, "m", "resting")
 	topicCmd(t, e.StopMirrorTopics, "m", "done")
-	want := map[string]State{"running": StateMirroring, "resting": StatePaused, "done": StateStopped}
+	want := map[string]partitionstate.State{"running": partitionstate.StateMirroring, "resting": partitionstate.StatePaused, "done": partitionstate.StateStopped}
 	for topic, s := range want {
 		waitState(t, e, "m", topic, 2, s)
 	}
@@ -557,7 +558,7 @@ func TestEngineRestartsUnderContinuousProduction(t *testing.T) {
 	e := openEngine(t, dst)
 	createMirror(t, e, "m", src)
 	start(t, e, "m", "busy", "")
-	waitState(t, e, "m", "busy", 3, StateMirroring)
+	waitState(t, e, "m", "busy", 3, partitionstate.StateMirroring)
 	for range 8 {
 		eventually(t, "some mirroring progress", func() error {
 			if ends := endOffsets(t, dst, "busy"); ends[0]+ends[1]+ends[2] == 0 {
@@ -573,7 +574,7 @@ func TestEngineRestartsUnderContinuousProduction(t *testing.T) {
 	if err := prod.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, e, "m", "busy", 3, StateMirroring)
+	waitState(t, e, "m", "busy", 3, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "busy", waitIdentical)
 }
 
@@ -619,7 +620,7 @@ func TestEnginePauseClosesReplayedTransactions(t *testing.T) {
 	e := openEngine(t, dst)
 	createMirror(t, e, "a-to-b", src)
 	start(t, e, "a-to-b", "payments", "")
-	waitState(t, e, "a-to-b", "payments", 1, StateMirroring)
+	waitState(t, e, "a-to-b", "payments", 1, partitionstate.StateMirroring)
 
 	txn := manualProducer(t, src, kgo.TransactionalID("open-at-pause"))
 	if err := txn.BeginTransaction(); err != nil {
@@ -633,12 +634,12 @@ func TestEnginePauseClosesReplayedTransactions(t *testing.T) {
 	// The source transaction ends while the partition is PAUSING.
 	waitFor(t, "the partition to be PAUSING", func() bool {
 		d, err := e.DescribeMirrorTopic(ctx, "a-to-b", "payments")
-		return err == nil && len(d.Partitions) == 1 && d.Partitions[0].State == StatePausing
+		return err == nil && len(d.Partitions) == 1 && d.Partitions[0].State == partitionstate.StatePausing
 	})
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, e, "a-to-b", "payments", 1, StatePaused)
+	waitState(t, e, "a-to-b", "payments", 1, partitionstate.StatePaused)
 	kafkatest.WaitIdentical(t, src, dst, "payments", waitIdentical)
 	lso, err := dst.Admin(t).ListCommittedOffsets(ctx, "payments")
 	if err != nil {

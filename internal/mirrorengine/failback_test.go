@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // At failover an application's transaction is still open on the old primary A. The
@@ -49,20 +50,20 @@ func failbackOverOpenTransaction(t *testing.T, a, b *kafkatest.Cluster, endAppTx
 	onB := openEngine(t, b)
 	createMirror(t, onB, "a-to-b", a)
 	start(t, onB, "a-to-b", topic, "")
-	waitState(t, onB, "a-to-b", topic, 1, StateMirroring)
+	waitState(t, onB, "a-to-b", topic, 1, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, a, b, topic, waitIdentical)
 	topicCmd(t, onB.StopMirrorTopics, "a-to-b", topic) // failover with the app's transaction open on A
-	waitState(t, onB, "a-to-b", topic, 1, StateStopped)
+	waitState(t, onB, "a-to-b", topic, 1, partitionstate.StateStopped)
 	produceSync(t, manualProducer(t, b), records(topic, 0, 25, "on-b")...)
 
 	onA := openEngine(t, a)
 	createMirror(t, onA, "b-to-a", b)
 	start(t, onA, "b-to-a", topic, "")
-	waiting := waitState(t, onA, "b-to-a", topic, 1, StateFailed).Partitions[0]
+	waiting := waitState(t, onA, "b-to-a", topic, 1, partitionstate.StateFailed).Partitions[0]
 	if !strings.Contains(waiting.Error, "left open from offset 40") || waiting.RetryAttempt < 1 {
 		t.Fatalf("failback over an open transaction: %+v, want a retryable wait naming it", waiting)
 	}
 	endAppTxn(app)
-	waitState(t, onA, "b-to-a", topic, 1, StateMirroring)
+	waitState(t, onA, "b-to-a", topic, 1, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, b, a, topic, waitIdentical)
 }

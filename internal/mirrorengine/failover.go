@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // The two ways to stop mirrored topics (the KIP's runbooks): a failover stops at once, a
@@ -39,7 +41,7 @@ const (
 // group offset sync for the stopped topics is attempted within finalSyncTimeout; its outcome
 // is each result's FinalSync. A source that cannot be reached never holds a failover up.
 func (e *Engine) StopMirrorTopics(ctx context.Context, mirror string, topics []string) ([]TopicResult, error) {
-	results, err := e.changeDesired(ctx, mirror, topics, DesiredStopped)
+	results, err := e.changeDesired(ctx, mirror, topics, partitionstate.DesiredStopped)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +75,7 @@ func (e *Engine) PromoteMirrorTopics(ctx context.Context, mirror string, topics 
 	if len(ready) == 0 {
 		return results, nil
 	}
-	stopped, err := e.changeDesired(ctx, mirror, ready, DesiredStopped)
+	stopped, err := e.changeDesired(ctx, mirror, ready, partitionstate.DesiredStopped)
 	if err != nil {
 		return nil, err
 	}
@@ -90,9 +92,9 @@ func (e *Engine) PromoteMirrorTopics(ctx context.Context, mirror string, topics 
 // group offsets.
 func (e *Engine) promoteReady(ctx context.Context, rec MirrorRecord, topic string, timeout time.Duration) *CommandError {
 	tc, ok := e.store.TopicConfig(topic)
-	if owner, desired := ParseMirrorName(tc.MirrorName); !ok || owner != rec.Name {
+	if owner, desired := partitionstate.ParseMirrorName(tc.MirrorName); !ok || owner != rec.Name {
 		return cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, rec.Name)
-	} else if desired == DesiredStopped {
+	} else if desired == partitionstate.DesiredStopped {
 		return cmdErr(CodeMirrorTopicAlreadyStopped, "topic %q is already stopped", topic)
 	}
 	srcCl, err := e.source(rec.Name)
@@ -107,7 +109,7 @@ func (e *Engine) promoteReady(ctx context.Context, rec MirrorRecord, topic strin
 		behind = behind[:0]
 		statuses := e.topicStatuses(rec.Name, topic)
 		for _, p := range slices.Sorted(maps.Keys(statuses)) {
-			if st := statuses[p]; st.State != StateMirroring {
+			if st := statuses[p]; st.State != partitionstate.StateMirroring {
 				behind = append(behind, fmt.Sprintf("partition %d is %s", p, st.State))
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // groupMirror mirrors topic with group offset sync on but a period far too long to help:
@@ -23,7 +24,7 @@ func groupMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string) *Engin
 		t.Fatal(err)
 	}
 	start(t, e, "m", topic, "fail")
-	waitState(t, e, "m", topic, 2, StateMirroring)
+	waitState(t, e, "m", topic, 2, partitionstate.StateMirroring)
 	return e
 }
 
@@ -70,7 +71,7 @@ func TestEngineFailoverSyncsGroupOffsetsAfterTheLastRecord(t *testing.T) {
 	if res[0].FinalSync != FinalSyncDone {
 		t.Fatalf("final sync %q, want %q", res[0].FinalSync, FinalSyncDone)
 	}
-	waitState(t, e, "m", "orders", 2, StateStopped)
+	waitState(t, e, "m", "orders", 2, partitionstate.StateStopped)
 	srcOffsets, err := src.Admin(t).FetchOffsets(context.Background(), "billing")
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestEnginePromoteWaitsForLagZeroThenStops(t *testing.T) {
 	if res[0].FinalSync != FinalSyncDone {
 		t.Fatalf("final sync %q", res[0].FinalSync)
 	}
-	waitState(t, e, "m", "orders", 2, StateStopped)
+	waitState(t, e, "m", "orders", 2, partitionstate.StateStopped)
 	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
 	continuesExactly(t, src, dst, "billing", "orders", read, 100)
 }
@@ -114,7 +115,7 @@ func TestEnginePromoteRefusals(t *testing.T) {
 	produceNumbered(t, src, "orders", 0, 10)
 	e := groupMirror(t, src, dst, "orders")
 	topicCmd(t, e.PauseMirrorTopics, "m", "orders")
-	waitState(t, e, "m", "orders", 2, StatePaused)
+	waitState(t, e, "m", "orders", 2, partitionstate.StatePaused)
 	produceNumbered(t, src, "orders", 10, 10)
 
 	res, err := e.PromoteMirrorTopics(context.Background(), "m", []string{"orders"}, 500*time.Millisecond)
@@ -125,8 +126,8 @@ func TestEnginePromoteRefusals(t *testing.T) {
 		t.Fatalf("promote of a paused topic: %v, want a refusal naming the paused partitions", res[0].Err)
 	}
 	topicCmd(t, e.ResumeMirrorTopics, "m", "orders")
-	waitState(t, e, "m", "orders", 2, StateMirroring)
-	if d := waitState(t, e, "m", "orders", 2, StateMirroring); d.Desired != DesiredMirroring {
+	waitState(t, e, "m", "orders", 2, partitionstate.StateMirroring)
+	if d := waitState(t, e, "m", "orders", 2, partitionstate.StateMirroring); d.Desired != partitionstate.DesiredMirroring {
 		t.Fatalf("desired %s after a refused promote", d.Desired)
 	}
 
@@ -146,5 +147,5 @@ func TestEnginePromoteRefusals(t *testing.T) {
 	if !strings.HasPrefix(res[0].FinalSync, "not synced: ") {
 		t.Fatalf("final sync without a source: %q, want the reason it did not happen", res[0].FinalSync)
 	}
-	waitState(t, e, "m", "orders", 2, StateStopped)
+	waitState(t, e, "m", "orders", 2, partitionstate.StateStopped)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // A foreign write into a mirrored destination (one without an authorizer) fails the
@@ -23,7 +24,7 @@ func TestEngineForeignWriteFailsAtOnce(t *testing.T) {
 	createMirror(t, e, "m", src)
 	start(t, e, "m", "orders", "fail")
 	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
-	waitState(t, e, "m", "orders", 1, StateMirroring)
+	waitState(t, e, "m", "orders", 1, partitionstate.StateMirroring)
 
 	produceSync(t, manualProducer(t, dst), &kgo.Record{Topic: "orders", Partition: 0, Value: []byte("foreign")})
 	d, err := e.DescribeMirrorTopic(ctx, "m", "orders")
@@ -31,7 +32,7 @@ func TestEngineForeignWriteFailsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := d.Partitions[0]
-	if p.State != StateFailed || p.RetryAttempt >= 0 || !strings.Contains(p.Error, "ends at offset 71, but the mirror wrote only up to offset 70") {
+	if p.State != partitionstate.StateFailed || p.RetryAttempt >= 0 || !strings.Contains(p.Error, "ends at offset 71, but the mirror wrote only up to offset 70") {
 		t.Fatalf("the first describe after a foreign write: %+v", p)
 	}
 
@@ -41,7 +42,7 @@ func TestEngineForeignWriteFailsAtOnce(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		d, err = e.DescribeMirrorTopic(ctx, "m", "orders")
-		if err == nil && d.Partitions[0].State == StateFailed && strings.Contains(d.Partitions[0].Error, want) {
+		if err == nil && d.Partitions[0].State == partitionstate.StateFailed && strings.Contains(d.Partitions[0].Error, want) {
 			return
 		}
 		if time.Now().After(deadline) {

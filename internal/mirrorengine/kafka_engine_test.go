@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // The destination topics and __mirror_state the engine creates on a 3-broker Apache Kafka
@@ -49,7 +50,7 @@ func destinationTopicsForDR(t *testing.T, version string) {
 	e := openEngine(t, dst)
 	createMirror(t, e, "dr", src)
 	start(t, e, "dr", topic, "fail")
-	waitState(t, e, "dr", topic, 3, StateMirroring)
+	waitState(t, e, "dr", topic, 3, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
 
 	// Each config left out is reported with its reason.

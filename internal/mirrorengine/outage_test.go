@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // TestEngineSourceBlackhole: while the source does not answer, describe answers within its
@@ -40,7 +41,7 @@ func TestEngineSourceBlackhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, e, "m", "orders", "")
-	waitState(t, e, "m", "orders", 2, StateMirroring)
+	waitState(t, e, "m", "orders", 2, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
 	before := time.Now()
 
@@ -60,7 +61,7 @@ func TestEngineSourceBlackhole(t *testing.T) {
 		}
 		stalled := len(e.StalledPartitions()) == 2
 		for _, p := range d.Partitions {
-			stalled = stalled && p.State == StateMirroring && strings.HasPrefix(p.Error, "stalled: source unreachable, mirroring sessions failing for ") &&
+			stalled = stalled && p.State == partitionstate.StateMirroring && strings.HasPrefix(p.Error, "stalled: source unreachable, mirroring sessions failing for ") &&
 				slices.Equal(p.Unreachable, []string{sideSource}) &&
 				p.SourceOffset == 50 && p.SourceOffsetAt.Before(before) && p.DestinationOffset == 50 && p.DestinationOffsetAt.After(before)
 		}
@@ -75,14 +76,14 @@ func TestEngineSourceBlackhole(t *testing.T) {
 
 	proxy.Heal()
 	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
-	d := waitState(t, e, "m", "orders", 2, StateMirroring)
+	d := waitState(t, e, "m", "orders", 2, partitionstate.StateMirroring)
 	deadline = time.Now().Add(30 * time.Second)
 	for len(e.StalledPartitions()) > 0 || d.Partitions[0].Error != "" || d.Partitions[1].Error != "" || len(d.Partitions[0].Unreachable) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("still stalled after healing: %+v", d)
 		}
 		time.Sleep(50 * time.Millisecond)
-		d = waitState(t, e, "m", "orders", 2, StateMirroring)
+		d = waitState(t, e, "m", "orders", 2, partitionstate.StateMirroring)
 	}
 	if p := d.Partitions[0]; p.SourceOffset != 80 || p.Lag != 0 {
 		t.Fatalf("after healing: %+v", p)

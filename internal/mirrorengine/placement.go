@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // Placement makes an engine one of several workers of one destination, each owning some of
@@ -138,8 +140,8 @@ func (e *Engine) RunMirrorSync(lease context.Context, mirror string) {
 
 // topicStatuses is the status of every partition of the topic: its local runner's when it
 // runs here, else the one recorded (by whichever worker runs it).
-func (e *Engine) topicStatuses(mirror, topic string) map[int32]Status {
-	out := map[int32]Status{}
+func (e *Engine) topicStatuses(mirror, topic string) map[int32]partitionstate.Status {
+	out := map[int32]partitionstate.Status{}
 	for p, rec := range e.store.Partitions(mirror, topic) {
 		out[p] = rec.Status
 	}
@@ -161,10 +163,10 @@ func (e *Engine) restartElsewhere(ctx context.Context, mirror, topic string) err
 		local[r.key.partition] = true
 	}
 	for p, rec := range e.store.Partitions(mirror, topic) {
-		if local[p] || rec.Status.State != StateStopped && rec.Status.State != StateFailed {
+		if local[p] || rec.Status.State != partitionstate.StateStopped && rec.Status.State != partitionstate.StateFailed {
 			continue
 		}
-		next, _, err := Next(rec.Status, DesiredMirroring, Restart{}, e.cfg.Retry)
+		next, _, err := partitionstate.Next(rec.Status, partitionstate.DesiredMirroring, partitionstate.Restart{}, e.cfg.Retry)
 		if err != nil {
 			continue
 		}
@@ -215,7 +217,7 @@ func (e *Engine) catchUp(ctx context.Context, since time.Time) error {
 // partitionMirrored reports whether k's topic is in k's mirror and the mirror exists.
 func (e *Engine) partitionMirrored(k partitionKey) bool {
 	tc, ok := e.store.TopicConfig(k.topic)
-	if m, _ := ParseMirrorName(tc.MirrorName); !ok || m != k.mirror {
+	if m, _ := partitionstate.ParseMirrorName(tc.MirrorName); !ok || m != k.mirror {
 		return false
 	}
 	_, ok = e.store.Mirror(k.mirror)
@@ -230,7 +232,7 @@ func (e *Engine) Units() (partitions []PartitionID, mirrors []string) {
 	}
 	set := map[partitionKey]struct{}{}
 	for topic, tc := range e.store.TopicConfigs() {
-		m, _ := ParseMirrorName(tc.MirrorName)
+		m, _ := partitionstate.ParseMirrorName(tc.MirrorName)
 		for p := range e.store.Partitions(m, topic) {
 			set[partitionKey{m, topic, p}] = struct{}{}
 		}
@@ -315,14 +317,14 @@ func (e *Engine) followed(ctx context.Context, changed []recordKey) {
 		case kindTopicConfig:
 			units = true
 			tc, ok := e.store.TopicConfig(k.topic)
-			if m, _ := ParseMirrorName(tc.MirrorName); ok && e.partitionMirrored(partitionKey{mirror: m, topic: k.topic}) {
+			if m, _ := partitionstate.ParseMirrorName(tc.MirrorName); ok && e.partitionMirrored(partitionKey{mirror: m, topic: k.topic}) {
 				if err := e.ensureRunners(ctx, m, k.topic); err != nil {
 					e.log.Warn("cannot list the source partitions of a mirrored topic yet", "mirror", m, "topic", k.topic, "error", err)
 				}
 			}
 			for _, r := range e.allRunners() {
 				if r.key.topic == k.topic {
-					r.send(Evaluate{})
+					r.send(partitionstate.Evaluate{})
 				}
 			}
 		case kindPartition:

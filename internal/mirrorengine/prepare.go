@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // prepare is PREPARING: check the source, create the destination topic when absent, and
@@ -102,11 +104,11 @@ func mirroringFromUs(other *Store, topic string, partition int32, us string) str
 	if !ok {
 		return ""
 	}
-	mirror, d := ParseMirrorName(tc.MirrorName)
+	mirror, d := partitionstate.ParseMirrorName(tc.MirrorName)
 	if m, ok := other.Mirror(mirror); !ok || m.SourceClusterID != us {
 		return ""
 	}
-	if rec, ok := other.Partition(mirror, topic, partition); d == DesiredStopped && ok && rec.Status.State == StateStopped {
+	if rec, ok := other.Partition(mirror, topic, partition); d == partitionstate.DesiredStopped && ok && rec.Status.State == partitionstate.StateStopped {
 		return ""
 	}
 	return mirror

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // recordVersion is the value version this code writes and the newest it reads.
@@ -110,7 +111,7 @@ type TopicConfigRecord struct {
 // `partition/<mirror>/<topic>/<partition>` record.
 type PartitionRecord struct {
 	// Status is the state machine's status; states are stored by name.
-	Status Status
+	Status partitionstate.Status
 	// UpdatedAt is when the status was written (UTC, no monotonic reading).
 	UpdatedAt time.Time
 }
@@ -441,7 +442,7 @@ func encodeTopicConfig(r TopicConfigRecord) ([]byte, error) {
 func encodePartition(r PartitionRecord) ([]byte, error) {
 	// String() of an undefined state is "State(n)", which ParseState would
 	// reject at the next load: refuse it now instead of poisoning the store.
-	if !r.Status.State.valid() || !r.Status.Previous.valid() {
+	if !r.Status.State.Valid() || !r.Status.Previous.Valid() {
 		return nil, fmt.Errorf("partition status has an undefined state (%v, previous %v)", r.Status.State, r.Status.Previous)
 	}
 	return marshalValue(partitionValueV1{
@@ -606,16 +607,16 @@ func decodePartition(key string, data []byte) (PartitionRecord, error) {
 	if err := unmarshalValue(key, data, &v); err != nil {
 		return PartitionRecord{}, err
 	}
-	state, err := ParseState(v.State)
+	state, err := partitionstate.ParseState(v.State)
 	if err != nil {
 		return PartitionRecord{}, fmt.Errorf("__mirror_state record %q: state: %w", key, err)
 	}
-	prev, err := ParseState(v.Previous)
+	prev, err := partitionstate.ParseState(v.Previous)
 	if err != nil {
 		return PartitionRecord{}, fmt.Errorf("__mirror_state record %q: previous state: %w", key, err)
 	}
 	return PartitionRecord{
-		Status: Status{
+		Status: partitionstate.Status{
 			State:        state,
 			Previous:     prev,
 			StateEpoch:   v.StateEpoch,

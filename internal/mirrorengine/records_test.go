@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // Version-1 values exactly as written to __mirror_state. They must keep
@@ -68,8 +70,8 @@ func TestRecordV1FixturesDecode(t *testing.T) {
 		}},
 		{"topicconfig/owned", `{"v":1,"mirror.name":"m","owner":"0f1e2d3c"}`, TopicConfigRecord{MirrorName: "m", Owner: "0f1e2d3c"}},
 		{"partition/m/orders/3", fixturePartitionV1, PartitionRecord{
-			Status: Status{
-				State: StateFailed, Previous: StateMirroring, StateEpoch: 7, Error: "offset mismatch", RetryAttempt: 3,
+			Status: partitionstate.Status{
+				State: partitionstate.StateFailed, Previous: partitionstate.StateMirroring, StateEpoch: 7, Error: "offset mismatch", RetryAttempt: 3,
 				RetryAt: time.Date(2026, 3, 1, 12, 31, 0, 0, time.UTC),
 			},
 			UpdatedAt: time.Date(2026, 3, 1, 12, 30, 50, 500000000, time.UTC),
@@ -195,7 +197,7 @@ func TestRecordRoundTrip(t *testing.T) {
 
 	// Times come back in UTC without a monotonic reading, equal as instants.
 	local := time.Now().In(time.FixedZone("X", 3600))
-	pr := PartitionRecord{Status: Status{State: StateMirroring, Previous: StatePreparing, StateEpoch: 2, RetryAttempt: -1, RetryAt: local}, UpdatedAt: local}
+	pr := PartitionRecord{Status: partitionstate.Status{State: partitionstate.StateMirroring, Previous: partitionstate.StatePreparing, StateEpoch: 2, RetryAttempt: -1, RetryAt: local}, UpdatedAt: local}
 	b, err := encodePartition(pr)
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +209,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if !gotp.UpdatedAt.Equal(local) || gotp.UpdatedAt.Location() != time.UTC || !gotp.Status.RetryAt.Equal(local) {
 		t.Fatalf("times: %v, %v; want %v in UTC", gotp.UpdatedAt, gotp.Status.RetryAt, local)
 	}
-	if gotp.Status.State != StateMirroring || gotp.Status.Previous != StatePreparing || gotp.Status.RetryAttempt != -1 || gotp.Status.StateEpoch != 2 {
+	if gotp.Status.State != partitionstate.StateMirroring || gotp.Status.Previous != partitionstate.StatePreparing || gotp.Status.RetryAttempt != -1 || gotp.Status.StateEpoch != 2 {
 		t.Fatalf("status: %+v", gotp.Status)
 	}
 
@@ -239,7 +241,7 @@ func TestRecordEncodedShape(t *testing.T) {
 		}, `{"v":1,"mirror.name":"m","owner":"0f1e2d3c"}`},
 		{"partition", func() ([]byte, error) {
 			return encodePartition(PartitionRecord{
-				Status:    Status{State: StatePaused, Previous: StatePausing, StateEpoch: 4},
+				Status:    partitionstate.Status{State: partitionstate.StatePaused, Previous: partitionstate.StatePausing, StateEpoch: 4},
 				UpdatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600)),
 			})
 		}, `{"v":1,"state":"PAUSED","previous":"PAUSING","state_epoch":4,"retry_attempt":0,"updated_at":"2026-01-02T02:04:05Z"}`},
@@ -297,7 +299,7 @@ func TestRecordEncodeRefuses(t *testing.T) {
 	if _, err := encodeMirror(MirrorRecord{Name: "m", Source: SourceConnection{SASL: &SASLSettings{Username: "u"}}}, nil); err != nil {
 		t.Fatalf("no secret, no sealer: %v", err)
 	}
-	if _, err := encodePartition(PartitionRecord{Status: Status{State: State(numStates)}}); err == nil {
+	if _, err := encodePartition(PartitionRecord{Status: partitionstate.Status{State: partitionstate.State(100)}}); err == nil {
 		t.Fatal("an undefined state was encoded")
 	}
 	if _, err := encodeTopicConfig(TopicConfigRecord{}); err == nil {

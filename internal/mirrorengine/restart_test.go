@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // mirrored mirrors topic "t", with n records in each of its partitions, through mirror "m"
@@ -27,7 +28,7 @@ func mirrored(t *testing.T, partitions int32, n int) (src, dst *kafkatest.Cluste
 	e = openEngine(t, dst)
 	createMirror(t, e, "m", src)
 	start(t, e, "m", "t", "")
-	waitState(t, e, "m", "t", int(partitions), StateMirroring)
+	waitState(t, e, "m", "t", int(partitions), partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
 	return src, dst, e, prod
 }
@@ -37,12 +38,12 @@ func mirrored(t *testing.T, partitions int32, n int) (src, dst *kafkatest.Cluste
 func failWhileMirroring(t *testing.T, e *Engine, mirror, topic string, p int32) {
 	t.Helper()
 	r := e.runner(partitionKey{mirror, topic, p})
-	if s := r.Status().State; s != StateMirroring {
+	if s := r.Status().State; s != partitionstate.StateMirroring {
 		t.Fatalf("partition %d is %s, not MIRRORING", p, s)
 	}
-	r.send(Fail{Err: "injected failure while mirroring", Retryable: false, Now: time.Now()})
+	r.send(partitionstate.Fail{Err: "injected failure while mirroring", Retryable: false, Now: time.Now()})
 	eventually(t, "the partition FAILED", func() error {
-		if s := r.Status(); s.State != StateFailed || s.RetryAttempt != -1 {
+		if s := r.Status(); s.State != partitionstate.StateFailed || s.RetryAttempt != -1 {
 			return fmt.Errorf("status %+v", s)
 		}
 		return nil
@@ -88,7 +89,7 @@ func TestEngineRestartFailedWhileMirroring(t *testing.T) {
 			healthy := stateEpochs(e, "m", "t")
 
 			start(t, e, "m", "t", divergence)
-			waitState(t, e, "m", "t", 3, StateMirroring)
+			waitState(t, e, "m", "t", 3, partitionstate.StateMirroring)
 			kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
 			if topicID(t, dst, "t") != id {
 				t.Fatal("the destination topic was recreated, though it was a prefix of the source")
@@ -110,14 +111,14 @@ func TestEngineRestartFailedWhileMirroring(t *testing.T) {
 func TestEngineRecreateOnlyAfterEveryPartitionStopped(t *testing.T) {
 	src, dst, e, prod := mirrored(t, 3, 40)
 	topicCmd(t, e.StopMirrorTopics, "m", "t")
-	waitState(t, e, "m", "t", 3, StateStopped)
+	waitState(t, e, "m", "t", 3, partitionstate.StateStopped)
 
 	produceSync(t, manualProducer(t, dst), records("t", 0, 5, "foreign")...) // partition 0 only
 	start(t, e, "m", "t", "fail")
 	eventually(t, "partition 0 FAILED, the others MIRRORING", func() error {
 		d, err := e.DescribeMirrorTopic(context.Background(), "m", "t")
-		if err != nil || len(d.Partitions) != 3 || d.Partitions[0].State != StateFailed ||
-			d.Partitions[1].State != StateMirroring || d.Partitions[2].State != StateMirroring {
+		if err != nil || len(d.Partitions) != 3 || d.Partitions[0].State != partitionstate.StateFailed ||
+			d.Partitions[1].State != partitionstate.StateMirroring || d.Partitions[2].State != partitionstate.StateMirroring {
 			return fmt.Errorf("%+v %v", d, err)
 		}
 		if msg := d.Partitions[0].Error; !strings.Contains(msg, "5 records at offsets 40 to 44") {
@@ -175,7 +176,7 @@ func TestEngineRecreateOnlyAfterEveryPartitionStopped(t *testing.T) {
 		t.Errorf("the destination topic was deleted %d times; still running at the delete: %v", deletes, running)
 	}
 	mu.Unlock()
-	waitState(t, e, "m", "t", 3, StateMirroring)
+	waitState(t, e, "m", "t", 3, partitionstate.StateMirroring)
 	if topicID(t, dst, "t") == id {
 		t.Fatal("the diverged destination topic was not recreated")
 	}
@@ -197,8 +198,8 @@ func TestEngineRecreateRefusedWhileAPartitionIsBusy(t *testing.T) {
 
 	release := make(chan struct{})
 	var once sync.Once
-	testHookAction = func(k partitionKey, a Action) {
-		if k.partition == 1 && a.Kind == ActionPrepare {
+	testHookAction = func(k partitionKey, a partitionstate.Action) {
+		if k.partition == 1 && a.Kind == partitionstate.ActionPrepare {
 			once.Do(func() { <-release })
 		}
 	}
@@ -212,7 +213,7 @@ func TestEngineRecreateRefusedWhileAPartitionIsBusy(t *testing.T) {
 	start(t, e, "m", "t", "fail")
 	eventually(t, "partition 0 FAILED, partition 1 PREPARING", func() error {
 		rs := e.topicRunners("m", "t")
-		if len(rs) != 2 || rs[0].Status().State != StateFailed || rs[1].Status().State != StatePreparing {
+		if len(rs) != 2 || rs[0].Status().State != partitionstate.StateFailed || rs[1].Status().State != partitionstate.StatePreparing {
 			return fmt.Errorf("%d runners", len(rs))
 		}
 		return nil
@@ -227,9 +228,9 @@ func TestEngineRecreateRefusedWhileAPartitionIsBusy(t *testing.T) {
 	}
 
 	close(release)
-	waitState(t, e, "m", "t", 2, StateFailed)
+	waitState(t, e, "m", "t", 2, partitionstate.StateFailed)
 	start(t, e, "m", "t", "recreate")
-	waitState(t, e, "m", "t", 2, StateMirroring)
+	waitState(t, e, "m", "t", 2, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
 	if topicID(t, dst, "t") == id {
 		t.Fatal("the diverged destination topic was not recreated")
@@ -253,7 +254,7 @@ func TestEngineContinuesAfterLosingPartitionRecords(t *testing.T) {
 	if n := len(again.store.Partitions("m", "t")); n != 0 {
 		t.Fatalf("%d partition records left", n)
 	}
-	waitState(t, again, "m", "t", 2, StateMirroring)
+	waitState(t, again, "m", "t", 2, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
 	if topicID(t, dst, "t") != id {
 		t.Fatal("the destination topic was recreated")

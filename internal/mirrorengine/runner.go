@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // runner is the imperative shell around one partition's state machine: it feeds events to
@@ -18,13 +20,13 @@ type runner struct {
 	key partitionKey
 	log *slog.Logger
 
-	events chan Event
+	events chan partitionstate.Event
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 
 	mu     sync.Mutex
-	status Status
+	status partitionstate.Status
 	// held is set when the status stands for a record that cannot be read: only a command
 	// moves it, since the record may have said STOPPED, which a STOPPING of its own accord
 	// would undo (its last mirrored offset would take in what was written since).
@@ -51,7 +53,7 @@ type runner struct {
 func newRunner(parent context.Context, e *Engine, k partitionKey) *runner {
 	ctx, cancel := context.WithCancel(parent)
 	r := &runner{
-		e: e, key: k, events: make(chan Event, 16), ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		e: e, key: k, events: make(chan partitionstate.Event, 16), ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		log:       e.log.With("mirror", k.mirror, "topic", k.topic, "partition", k.partition),
 		lastEpoch: -1,
 	}
@@ -64,7 +66,7 @@ func newRunner(parent context.Context, e *Engine, k partitionKey) *runner {
 }
 
 // Status returns the partition's current status.
-func (r *runner) Status() Status {
+func (r *runner) Status() partitionstate.Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.status
@@ -81,7 +83,7 @@ func (r *runner) progress() (Progress, bool) {
 }
 
 // send queues an event; it never blocks the caller beyond the runner's lifetime.
-func (r *runner) send(ev Event) {
+func (r *runner) send(ev partitionstate.Event) {
 	select {
 	case r.events <- ev:
 	case <-r.ctx.Done():
@@ -94,14 +96,14 @@ func (r *runner) close() {
 	<-r.done
 }
 
-func (r *runner) desired() Desired {
+func (r *runner) desired() partitionstate.Desired {
 	tc, ok := r.e.store.TopicConfig(r.key.topic)
 	if !ok {
-		return DesiredStopped
+		return partitionstate.DesiredStopped
 	}
-	mirror, d := ParseMirrorName(tc.MirrorName)
+	mirror, d := partitionstate.ParseMirrorName(tc.MirrorName)
 	if mirror != r.key.mirror {
-		return DesiredStopped
+		return partitionstate.DesiredStopped
 	}
 	return d
 }
@@ -116,12 +118,12 @@ func (r *runner) run() {
 	}()
 
 	// Continue whatever the recorded state was doing when the last process stopped.
-	queue := r.perform(r.Status(), ResumeActions(r.Status()))
+	queue := r.perform(r.Status(), partitionstate.ResumeActions(r.Status()))
 	if !r.held {
-		queue = append(queue, Evaluate{})
+		queue = append(queue, partitionstate.Evaluate{})
 	}
 	for {
-		var ev Event
+		var ev partitionstate.Event
 		if len(queue) > 0 {
 			ev, queue = queue[0], queue[1:]
 		} else {
@@ -141,13 +143,13 @@ func (r *runner) run() {
 			}
 			ev = f.ev
 		}
-		next, actions, err := Next(cur, r.desired(), ev, r.e.cfg.Retry)
+		next, actions, err := partitionstate.Next(cur, r.desired(), ev, r.e.cfg.Retry)
 		if err != nil {
 			// Late timers and progress reports after a state change are expected.
-			r.log.Debug("event ignored", "event", ev.eventName(), "state", cur.State, "reason", err)
+			r.log.Debug("event ignored", "event", ev.EventName(), "state", cur.State, "reason", err)
 			continue
 		}
-		if len(actions) > 0 && actions[0].Kind == ActionRecord {
+		if len(actions) > 0 && actions[0].Kind == partitionstate.ActionRecord {
 			rec := PartitionRecord{Status: next, UpdatedAt: time.Now().UTC()}
 			if err := r.e.store.PutPartition(r.ctx, r.key.mirror, r.key.topic, r.key.partition, rec); err != nil {
 				// Never act on a state that is not recorded: try the event again later.
@@ -163,83 +165,83 @@ func (r *runner) run() {
 		if next.State != cur.State {
 			r.log.Info("partition state changed", "from", cur.State, "to", next.State, "reason", reason(ev, next))
 			switch {
-			case next.State == StateFailed:
+			case next.State == partitionstate.StateFailed:
 				r.e.cfg.Observer.Failed(r.key.mirror, r.key.topic, r.key.partition, next.RetryAttempt > 0)
-			case cur.State == StateFailed:
-				if _, ok := ev.(RetryDue); ok {
+			case cur.State == partitionstate.StateFailed:
+				if _, ok := ev.(partitionstate.RetryDue); ok {
 					r.e.cfg.Observer.Retried(r.key.mirror, r.key.topic, r.key.partition)
 				}
 			}
 		}
 		queue = append(queue, r.perform(next, actions)...)
 		if next.State != cur.State {
-			queue = append(queue, Evaluate{})
+			queue = append(queue, partitionstate.Evaluate{})
 		}
 	}
 }
 
-func reason(ev Event, s Status) string {
-	if f, ok := ev.(Fail); ok {
+func reason(ev partitionstate.Event, s partitionstate.Status) string {
+	if f, ok := ev.(partitionstate.Fail); ok {
 		return f.Err
 	}
-	if s.State == StateFailed {
+	if s.State == partitionstate.StateFailed {
 		return s.Error
 	}
-	return ev.eventName()
+	return ev.EventName()
 }
 
 // perform carries out actions for the (already recorded) status and returns the events
 // they produce.
-func (r *runner) perform(s Status, actions []Action) []Event {
-	var out []Event
+func (r *runner) perform(s partitionstate.Status, actions []partitionstate.Action) []partitionstate.Event {
+	var out []partitionstate.Event
 	for _, a := range actions {
 		if testHookAction != nil {
 			testHookAction(r.key, a)
 		}
 		switch a.Kind {
-		case ActionRecord:
+		case partitionstate.ActionRecord:
 			// Only ever first, and handled by run.
-		case ActionPrepare:
+		case partitionstate.ActionPrepare:
 			out = append(out, r.outcome(r.prepare(r.ctx)))
-		case ActionStartFetching:
+		case partitionstate.ActionStartFetching:
 			if err := r.startFetching(); err != nil {
 				out = append(out, r.outcome(err))
 			}
-		case ActionStopFetching:
-			if s.State == StatePausing {
+		case partitionstate.ActionStopFetching:
+			if s.State == partitionstate.StatePausing {
 				r.drainFetching()
-				out = append(out, Done{})
+				out = append(out, partitionstate.Done{})
 			}
 			r.stopFetching()
-		case ActionStop:
+		case partitionstate.ActionStop:
 			r.stopFetching()
 			out = append(out, r.outcome(r.stop(r.ctx)))
-		case ActionScheduleRetry:
-			r.after(time.Until(a.At), RetryDue{Now: a.At})
+		case partitionstate.ActionScheduleRetry:
+			r.after(time.Until(a.At), partitionstate.RetryDue{Now: a.At})
 		}
 	}
 	return out
 }
 
 // outcome turns a step's error into the event that reports it.
-func (r *runner) outcome(err error) Event {
+func (r *runner) outcome(err error) partitionstate.Event {
 	if err == nil {
-		return Done{}
+		return partitionstate.Done{}
 	}
 	var (
 		perm    *permanentError
 		corrupt *CorruptBatchError // PREPARING decodes batches too, comparing the two logs
 	)
-	return Fail{Err: err.Error(), Retryable: !errors.As(err, &perm) && !errors.As(err, &corrupt), Now: time.Now()}
+	return partitionstate.Fail{Err: err.Error(), Retryable: !errors.As(err, &perm) && !errors.As(err, &corrupt), Now: time.Now()}
 }
 
 // after sends ev once d has passed, replacing an earlier timer.
-func (r *runner) after(d time.Duration, ev Event) {
+func (r *runner) after(d time.Duration, ev partitionstate.Event) {
 	if r.retry != nil {
 		r.retry.Stop()
 	}
 	r.retry = time.AfterFunc(max(d, 0), func() {
-		if ev, ok := ev.(RetryDue); ok {
+		if ev, ok := ev.(partitionstate.RetryDue); ok {
 			ev.Now = time.Now()
 			r.send(ev)
 			return
@@ -284,13 +286,13 @@ func (r *runner) startFetching() error {
 			select {
 			case err := <-errc:
 				if err != nil && ctx.Err() == nil {
-					r.send(fetcherEvent{epoch, Fail{Err: err.Error(), Retryable: classify(err) != operatorActs, Now: time.Now()}})
+					r.send(fetcherEvent{epoch, partitionstate.Fail{Err: err.Error(), Retryable: classify(err) != operatorActs, Now: time.Now()}})
 				}
 				return
 			case <-healthy.C:
 				// Proven progress ends a retry sequence (RetryAttempt back to 0).
 				if r.Status().RetryAttempt > 0 && m.Progress().Lag() == 0 {
-					r.send(fetcherEvent{epoch, Healthy{}})
+					r.send(fetcherEvent{epoch, partitionstate.Healthy{}})
 				}
 			}
 		}
@@ -315,7 +317,7 @@ func (r *runner) checkDestinationEnd(ctx context.Context, end int64, asked time.
 		return
 	}
 	r.log.Error("foreign write into the destination partition", "error", err)
-	go r.send(fetcherEvent{epoch, Fail{Err: err.Error(), Retryable: false, Now: time.Now()}})
+	go r.send(fetcherEvent{epoch, partitionstate.Fail{Err: err.Error(), Retryable: false, Now: time.Now()}})
 	for r.Status().StateEpoch == epoch {
 		select {
 		case <-ctx.Done():
@@ -331,10 +333,10 @@ func (r *runner) checkDestinationEnd(ctx context.Context, end int64, asked time.
 // was started in: once the partition has moved on, its reports are stale and ignored.
 type fetcherEvent struct {
 	epoch int32
-	ev    Event
+	ev    partitionstate.Event
 }
 
-func (f fetcherEvent) eventName() string { return "fetcher " + f.ev.eventName() }
+func (f fetcherEvent) EventName() string { return "fetcher " + f.ev.EventName() }
 
 // pauseDrainTimeout bounds how long PAUSING keeps copying so that the replayed transactions
 // open on the destination reach their source markers. A source transaction open for longer
@@ -423,7 +425,7 @@ func (r *runner) stalled(now time.Time, after time.Duration) (since time.Time, l
 
 // testHookAction, set only by tests, runs before each action: the place to simulate a
 // crash in the middle of PREPARING or STOPPING.
-var testHookAction func(partitionKey, Action)
+var testHookAction func(partitionKey, partitionstate.Action)
 
 // permanentError marks a step failure that waits for the operator (RetryAttempt -1).
 type permanentError struct{ err error }

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // A mirror needs only read access to its source: a principal that may read the mirrored
@@ -40,6 +41,6 @@ func TestEngineSourceNeedsOnlyReadAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, e, "m", "orders", "fail")
-	waitState(t, e, "m", "orders", 2, StateMirroring)
+	waitState(t, e, "m", "orders", 2, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 const (
@@ -141,16 +142,16 @@ func fillStore(t *testing.T, ctx context.Context, s *Store) {
 	must(s.DeleteTopicConfig(ctx, "old"))
 
 	for p := int32(0); p < 3; p++ {
-		must(s.PutPartition(ctx, "alpha", "orders", p, PartitionRecord{Status: Status{State: StatePreparing, StateEpoch: 1}, UpdatedAt: now}))
+		must(s.PutPartition(ctx, "alpha", "orders", p, PartitionRecord{Status: partitionstate.Status{State: partitionstate.StatePreparing, StateEpoch: 1}, UpdatedAt: now}))
 	}
-	must(s.PutPartition(ctx, "alpha", "orders", 0, PartitionRecord{Status: Status{State: StateMirroring, Previous: StatePreparing, StateEpoch: 2}, UpdatedAt: now}))
+	must(s.PutPartition(ctx, "alpha", "orders", 0, PartitionRecord{Status: partitionstate.Status{State: partitionstate.StateMirroring, Previous: partitionstate.StatePreparing, StateEpoch: 2}, UpdatedAt: now}))
 	must(s.PutPartition(ctx, "beta", "payments", 0, PartitionRecord{
-		Status:    Status{State: StateFailed, Previous: StateMirroring, StateEpoch: 5, Error: "boom", RetryAttempt: 2, RetryAt: now.Add(time.Minute)},
+		Status:    partitionstate.Status{State: partitionstate.StateFailed, Previous: partitionstate.StateMirroring, StateEpoch: 5, Error: "boom", RetryAttempt: 2, RetryAt: now.Add(time.Minute)},
 		UpdatedAt: now,
 	}))
-	must(s.PutPartition(ctx, "beta", "payments", 1, PartitionRecord{Status: Status{State: StateFailed, Previous: StateStopping, StateEpoch: 9, Error: "x", RetryAttempt: -1}, UpdatedAt: now}))
+	must(s.PutPartition(ctx, "beta", "payments", 1, PartitionRecord{Status: partitionstate.Status{State: partitionstate.StateFailed, Previous: partitionstate.StateStopping, StateEpoch: 9, Error: "x", RetryAttempt: -1}, UpdatedAt: now}))
 	for p := int32(0); p < 4; p++ {
-		must(s.PutPartition(ctx, "alpha", "dropped", p, PartitionRecord{Status: Status{State: StatePaused, Previous: StatePausing, StateEpoch: 3}, UpdatedAt: now}))
+		must(s.PutPartition(ctx, "alpha", "dropped", p, PartitionRecord{Status: partitionstate.Status{State: partitionstate.StatePaused, Previous: partitionstate.StatePausing, StateEpoch: 3}, UpdatedAt: now}))
 	}
 	must(s.DeletePartitions(ctx, "alpha", "dropped"))
 
@@ -187,7 +188,7 @@ func TestStoreReopenReproducesView(t *testing.T) {
 	if tc, _ := s.TopicConfig("payments"); tc.MirrorName != "beta.paused" || tc.Divergence != "recreate" {
 		t.Fatalf("TopicConfig(payments) = %+v", tc)
 	}
-	if ps := s.Partitions("alpha", "orders"); len(ps) != 3 || ps[0].Status.State != StateMirroring || ps[1].Status.State != StatePreparing {
+	if ps := s.Partitions("alpha", "orders"); len(ps) != 3 || ps[0].Status.State != partitionstate.StateMirroring || ps[1].Status.State != partitionstate.StatePreparing {
 		t.Fatalf("Partitions(alpha, orders) = %+v", ps)
 	}
 	if ps := s.Partitions("alpha", "dropped"); ps == nil || len(ps) != 0 {
@@ -265,7 +266,7 @@ func TestStoreTopicCreatedCompacted(t *testing.T) {
 		if err := s.PutTopicConfig(ctx, topic, TopicConfigRecord{MirrorName: "m"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PutPartition(ctx, "m", topic, 0, PartitionRecord{Status: Status{State: StateMirroring, Previous: StatePreparing, StateEpoch: int32(i)}}); err != nil {
+		if err := s.PutPartition(ctx, "m", topic, 0, PartitionRecord{Status: partitionstate.Status{State: partitionstate.StateMirroring, Previous: partitionstate.StatePreparing, StateEpoch: int32(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -563,7 +564,7 @@ func TestStoreBadRecords(t *testing.T) {
 	}
 
 	// A good write and a tombstone each clear their key, for this store and the next.
-	if err := r.PutPartition(ctx, "alpha", "orders", 1, PartitionRecord{Status: Status{State: StatePreparing}}); err != nil {
+	if err := r.PutPartition(ctx, "alpha", "orders", 1, PartitionRecord{Status: partitionstate.Status{State: partitionstate.StatePreparing}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.DeleteKey(ctx, "mirror/beta"); err != nil {
@@ -656,7 +657,7 @@ func TestStoreRejectsBadKeys(t *testing.T) {
 		"topic with /":       s.PutTopicConfig(ctx, "a/b", TopicConfigRecord{MirrorName: "m"}),
 		"empty mirror.name":  s.PutTopicConfig(ctx, "t", TopicConfigRecord{}),
 		"negative partition": s.PutPartition(ctx, "m", "t", -1, PartitionRecord{}),
-		"undefined state":    s.PutPartition(ctx, "m", "t", 0, PartitionRecord{Status: Status{State: State(42)}}),
+		"undefined state":    s.PutPartition(ctx, "m", "t", 0, PartitionRecord{Status: partitionstate.Status{State: partitionstate.State(42)}}),
 		"last mirror topic":  s.PutLastMirror(ctx, "m", "", 0, LastMirrorRecord{}),
 		"delete mirror /":    s.DeleteMirror(ctx, "x/y"),
 	} {
@@ -688,7 +689,7 @@ func TestStoreConcurrentWrites(t *testing.T) {
 		wg.Go(func() {
 			for i := range 40 {
 				p := int32(i % 4) // four keys shared by every goroutine
-				r := PartitionRecord{Status: Status{State: StateMirroring, Previous: StatePreparing, StateEpoch: int32(g*1000 + i)}}
+				r := PartitionRecord{Status: partitionstate.Status{State: partitionstate.StateMirroring, Previous: partitionstate.StatePreparing, StateEpoch: int32(g*1000 + i)}}
 				if err := s.PutPartition(ctx, "m", "t", p, r); err != nil {
 					errs <- err
 				}
@@ -724,7 +725,7 @@ func TestStoreLateAckDoesNotOverwrite(t *testing.T) {
 		}
 	}
 	rec := func(epoch int32) PartitionRecord {
-		return PartitionRecord{Status: Status{State: StateMirroring, Previous: StatePreparing, StateEpoch: epoch}}
+		return PartitionRecord{Status: partitionstate.Status{State: partitionstate.StateMirroring, Previous: partitionstate.StatePreparing, StateEpoch: epoch}}
 	}
 	older := make(chan error, 1)
 	go func() { older <- s.PutPartition(ctx, "m", "t", 0, rec(1)) }()

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // The kinds of sync errors, named as the KIP's MirrorMetadataManager gauges.
@@ -161,8 +162,8 @@ func (s *syncer) cycle(ctx context.Context) {
 		errs[SyncErrorTopicMetadata] = msg
 		for _, topic := range e.mirrorTopics(s.mirror) {
 			for _, r := range e.topicRunners(s.mirror, topic) {
-				if st := r.Status().State; st != StateStopped && st != StateFailed {
-					r.send(Fail{Err: msg, Retryable: false, Now: time.Now()})
+				if st := r.Status().State; st != partitionstate.StateStopped && st != partitionstate.StateFailed {
+					r.send(partitionstate.Fail{Err: msg, Retryable: false, Now: time.Now()})
 				}
 			}
 		}
@@ -200,7 +201,7 @@ func (s *syncer) mirroringTopics() []string {
 	var out []string
 	for _, topic := range s.e.mirrorTopics(s.mirror) {
 		for _, st := range s.e.topicStatuses(s.mirror, topic) {
-			if st.State == StateMirroring {
+			if st.State == partitionstate.StateMirroring {
 				out = append(out, topic)
 				break
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
 // syncedMirror starts a mirror of topic with every sync on a short interval.
@@ -27,7 +28,7 @@ func syncedMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string, parti
 		t.Fatal(err)
 	}
 	start(t, e, "m", topic, "")
-	waitState(t, e, "m", topic, partitions, StateMirroring)
+	waitState(t, e, "m", topic, partitions, partitionstate.StateMirroring)
 	return e
 }
 
@@ -169,7 +170,7 @@ func TestSyncGroupOffsetsFailover(t *testing.T) {
 	})
 
 	topicCmd(t, e.StopMirrorTopics, "m", "events")
-	waitState(t, e, "m", "events", 2, StateStopped)
+	waitState(t, e, "m", "events", 2, partitionstate.StateStopped)
 	consume(dst, 100)
 	if len(seen) != 200 {
 		t.Fatalf("%d distinct records consumed across the failover, want 200", len(seen))
@@ -262,6 +263,6 @@ func TestSyncAddsPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	produceSync(t, manualProducer(t, src), records("growing", 2, 40, "new")...) // a client that sees 3 partitions
-	waitState(t, e, "m", "growing", 3, StateMirroring)
+	waitState(t, e, "m", "growing", 3, partitionstate.StateMirroring)
 	kafkatest.WaitIdentical(t, src, dst, "growing", waitIdentical)
 }

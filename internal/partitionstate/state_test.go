@@ -1,4 +1,4 @@
-package mirrorengine
+package partitionstate
 
 import (
 	"errors"
@@ -268,7 +268,7 @@ func (c nextCase) status() Status {
 }
 
 func (c nextCase) String() string {
-	return fmt.Sprintf("%v(prev %v, attempt %d)/%v/%s", c.from, c.prev, c.attempt, c.desired, c.ev.eventName())
+	return fmt.Sprintf("%v(prev %v, attempt %d)/%v/%s", c.from, c.prev, c.attempt, c.desired, c.ev.EventName())
 }
 
 const (
@@ -402,7 +402,7 @@ var nextTable = []nextCase{
 func TestNextTable(t *testing.T) {
 	covered := map[string]bool{}
 	for _, c := range nextTable {
-		covered[fmt.Sprintf("%v/%s", c.from, c.ev.eventName())] = true
+		covered[fmt.Sprintf("%v/%s", c.from, c.ev.EventName())] = true
 		if _, ok := c.ev.(Evaluate); ok {
 			covered[fmt.Sprintf("%v/%v/Evaluate", c.from, c.desired)] = true
 		}
@@ -437,7 +437,7 @@ func TestNextTable(t *testing.T) {
 	// Every state meets every event, and Evaluate meets every desired state.
 	for _, s := range smStates {
 		for _, ev := range []Event{Evaluate{}, Done{}, Fail{}, RetryDue{}, Restart{}, Healthy{}} {
-			if key := fmt.Sprintf("%v/%s", s, ev.eventName()); !covered[key] {
+			if key := fmt.Sprintf("%v/%s", s, ev.EventName()); !covered[key] {
 				t.Errorf("table has no row for %s", key)
 			}
 		}
@@ -576,7 +576,7 @@ func driveEvents(t *testing.T, st Status, desired Desired, policy RetryPolicy, e
 		var err error
 		st, acts, err = Next(st, desired, ev, policy)
 		if err != nil {
-			t.Fatalf("%s: %v", ev.eventName(), err)
+			t.Fatalf("%s: %v", ev.EventName(), err)
 		}
 	}
 	return st, acts
@@ -611,11 +611,11 @@ func TestLifecycleBookkeeping(t *testing.T) {
 	for i, s := range steps {
 		next, acts, err := Next(st, s.desired, s.ev, smPolicy)
 		if err != nil {
-			t.Fatalf("step %d (%s): %v", i, s.ev.eventName(), err)
+			t.Fatalf("step %d (%s): %v", i, s.ev.EventName(), err)
 		}
 		if next.State != s.state || next.StateEpoch != s.epoch || next.Previous != s.prev {
 			t.Fatalf("step %d (%s): got %v epoch %d prev %v; want %v epoch %d prev %v",
-				i, s.ev.eventName(), next.State, next.StateEpoch, next.Previous, s.state, s.epoch, s.prev)
+				i, s.ev.EventName(), next.State, next.StateEpoch, next.Previous, s.state, s.epoch, s.prev)
 		}
 		checkBookkeeping(t, st, next, acts)
 		st = next

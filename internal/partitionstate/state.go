@@ -1,11 +1,10 @@
-package mirrorengine
-
-// The partition state machine (KIP-1279 §3, April-era names) as a pure
+// Package partitionstate is the partition state machine (KIP-1279 §3, April-era names) as a pure
 // function, in the manner of etcd's raft: Next takes the current status, the
 // desired state, one event and the retry policy, and returns the new status
 // plus the actions the shell must perform. It does no I/O, reads no clock and
 // starts no goroutine; time and randomness arrive as inputs, so every
 // transition is reproducible in a table test.
+package partitionstate
 
 import (
 	"errors"
@@ -56,12 +55,13 @@ var stateNames = [numStates]string{
 	StateFailed:    kip.StateFailed,
 }
 
-func (s State) valid() bool { return s >= 0 && int(s) < numStates }
+// Valid reports whether s is one of the states.
+func (s State) Valid() bool { return s >= 0 && int(s) < numStates }
 
 // String returns the KIP name of the state ("MIRRORING"), or "State(n)" for a
 // value outside the defined set.
 func (s State) String() string {
-	if !s.valid() {
+	if !s.Valid() {
 		return fmt.Sprintf("State(%d)", int8(s))
 	}
 	return stateNames[s]
@@ -104,12 +104,13 @@ var desiredNames = [numDesired]string{
 	DesiredStopped:   kip.DesiredStopped,
 }
 
-func (d Desired) valid() bool { return d >= 0 && int(d) < numDesired }
+// Valid reports whether d is one of the desired states.
+func (d Desired) Valid() bool { return d >= 0 && int(d) < numDesired }
 
 // String returns "mirroring", "paused" or "stopped", or "Desired(n)" for a
 // value outside the defined set.
 func (d Desired) String() string {
-	if !d.valid() {
+	if !d.Valid() {
 		return fmt.Sprintf("Desired(%d)", int8(d))
 	}
 	return desiredNames[d]
@@ -139,7 +140,7 @@ func ParseMirrorName(value string) (mirror string, d Desired) {
 // state: "m", "m.paused" or "m.removed". A Desired outside the defined set
 // yields the plain name; such values can only come from a conversion bug.
 func FormatMirrorName(mirror string, d Desired) string {
-	if !d.valid() {
+	if !d.Valid() {
 		return mirror
 	}
 	return kip.FormatMirrorName(mirror, d.String())
@@ -192,7 +193,7 @@ func bits(states ...State) uint16 {
 // including UNKNOWN → UNKNOWN (no change); no other state moves to UNKNOWN.
 // Values outside the defined states are never legal.
 func LegalTransition(from, to State) bool {
-	if !from.valid() || !to.valid() {
+	if !from.Valid() || !to.Valid() {
 		return false
 	}
 	return from == to || legalFrom[to]&(1<<uint(from)) != 0
@@ -224,10 +225,10 @@ func (s Status) equal(o Status) bool {
 }
 
 // Event is something that happened to a partition: one of Evaluate, Done,
-// Fail, RetryDue, Restart or Healthy (values or non-nil pointers). The set is
-// closed: the unexported method keeps other packages from adding events.
+// Fail, RetryDue, Restart or Healthy (values or non-nil pointers). Next refuses
+// any other. The shell may wrap events to route them (EventName names them in logs).
 type Event interface {
-	eventName() string
+	EventName() string
 }
 
 // Evaluate says the desired state is known or has changed (a mirror.name
@@ -270,12 +271,12 @@ type Restart struct{}
 // unrelated failure as one more consecutive attempt.
 type Healthy struct{}
 
-func (Evaluate) eventName() string { return "Evaluate" }
-func (Done) eventName() string     { return "Done" }
-func (Fail) eventName() string     { return "Fail" }
-func (RetryDue) eventName() string { return "RetryDue" }
-func (Restart) eventName() string  { return "Restart" }
-func (Healthy) eventName() string  { return "Healthy" }
+func (Evaluate) EventName() string { return "Evaluate" }
+func (Done) EventName() string     { return "Done" }
+func (Fail) EventName() string     { return "Fail" }
+func (RetryDue) EventName() string { return "RetryDue" }
+func (Restart) EventName() string  { return "Restart" }
+func (Healthy) EventName() string  { return "Healthy" }
 
 // ActionKind is the kind of an Action.
 type ActionKind int8
@@ -407,10 +408,10 @@ func (e *IllegalTransitionError) Error() string {
 // PREPARING -Done→ MIRRORING -Evaluate→ PAUSING -Done→ PAUSED, because the
 // April-era table only lets PAUSING follow MIRRORING.
 func Next(cur Status, desired Desired, ev Event, policy RetryPolicy) (Status, []Action, error) {
-	if !cur.State.valid() {
+	if !cur.State.Valid() {
 		return cur, nil, fmt.Errorf("mirror partition status has invalid state %s", cur.State)
 	}
-	if !desired.valid() {
+	if !desired.Valid() {
 		return cur, nil, fmt.Errorf("invalid desired state %s", desired)
 	}
 	next, acts, err := step(cur, desired, ev, policy)
