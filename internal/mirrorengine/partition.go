@@ -563,6 +563,14 @@ func (s *session) step(ctx context.Context) error {
 		open[pid] = t.open
 	}
 	p := planFetch(planInput{next: s.next, alignTo: s.alignTo, open: open, maxSize: s.dstTopic.maxMessageBytes, fetched: f})
+	// Read before the writes: forwarding rewrites a batch's header in place.
+	var lastEpoch int32
+	copied := false
+	for _, w := range p.writes {
+		if w.batch != nil {
+			lastEpoch, copied = w.batch.leaderEpoch(), true
+		}
+	}
 	for _, w := range p.writes {
 		if err := s.execute(ctx, w); err != nil {
 			return err
@@ -572,10 +580,8 @@ func (s *session) step(ctx context.Context) error {
 	if err := s.flush(); err != nil {
 		return err
 	}
-	for _, w := range p.writes {
-		if w.batch != nil {
-			m.lastEpoch.Store(w.batch.leaderEpoch())
-		}
+	if copied {
+		m.lastEpoch.Store(lastEpoch)
 	}
 	if p.err != nil {
 		return p.err
