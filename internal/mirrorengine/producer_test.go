@@ -394,3 +394,53 @@ func TestKafkaMirrorGroupsProduces(t *testing.T) {
 		t.Logf("%d batches of %d partitions in %d produce requests", batches, partitions, counter.requests.Load())
 	})
 }
+
+// endedLease is an ownership context whose clock says it ended before its Done fired.
+type endedLease struct{ context.Context }
+
+func (endedLease) Err() error { return context.DeadlineExceeded }
+
+// A batch whose partition's writer was stopped (or whose lease ended) before it joined a
+// request is answered with that and never sent; one in a request on its way is answered
+// with the broker's answer whatever its partition's context does since.
+func TestProducerWithdrawsOnlyBatchesNotYetSent(t *testing.T) {
+	c := kafkatest.New(t)
+	c.CreateTopic(t, "t", 3, nil)
+	var release atomic.Bool
+	wire := watchProduces(t, c, release.Load, "t")
+	bp, meta, idem := testPipeline(t, c, "t", 1)
+
+	sentCtx, stopSent := context.WithCancel(context.Background())
+	sent := make(chan produced, 1)
+	bp.enqueue(sentCtx, "t", meta.id, 0, testBatch(t, idem, 0, []byte("sent")), sent)
+	for deadline := time.Now().Add(30 * time.Second); len(wire.requests()) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first batch did not reach the broker within 30 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Queued behind the held request (one in flight): one partition's writer stops, the
+	// other's lease ended although its context does not know yet.
+	stoppedCtx, stop := context.WithCancel(context.Background())
+	stopped, lapsed := make(chan produced, 1), make(chan produced, 1)
+	bp.enqueue(stoppedCtx, "t", meta.id, 1, testBatch(t, idem, 0, []byte("stopped")), stopped)
+	leaseCtx := context.WithValue(context.Background(), leaseKey{}, endedLease{context.Background()})
+	bp.enqueue(leaseCtx, "t", meta.id, 2, testBatch(t, idem, 0, []byte("lapsed")), lapsed)
+	stop()
+	if r := answer(t, stopped); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the stopped partition's batch was answered %+v, want its context's error", r)
+	}
+	stopSent()
+	release.Store(true)
+	if r := answer(t, lapsed); !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("the batch of an ended lease was answered %+v, want the lease's error", r)
+	}
+	if r := answer(t, sent); r.err != nil || r.base != 0 {
+		t.Fatalf("the batch on its way was answered %+v, want the broker's base offset 0", r)
+	}
+	for i := range wire.requests() {
+		if parts := wire.partitions(i); !slices.Equal(parts, []string{"t/0"}) {
+			t.Fatalf("request %d carried %v; only the batch of t/0 was to be sent", i, parts)
+		}
+	}
+}
