@@ -17,6 +17,9 @@ package main
 //	kafkamirror_source_fetch_partitions_total{broker}      partitions those requests carried
 //	kafkamirror_source_fetch_bytes_total{broker}           record bytes they returned
 //	kafkamirror_fetch_buffered_bytes{mirror,topic,partition}  fetched bytes waiting to be written
+//	kafkamirror_destination_produces_total{broker}         produce requests per destination broker
+//	kafkamirror_destination_produce_partitions_total{broker}  partitions (batches) those requests carried
+//	kafkamirror_destination_produce_bytes_total{broker}    record batch bytes they carried
 //	kafkamirror_partition_failures_total{mirror,topic,retryable}
 //	kafkamirror_partition_retries_total{mirror,topic}
 //	kafkamirror_partition_session_failures_total{mirror,topic}  data path sessions retried
@@ -61,6 +64,9 @@ type metrics struct {
 	fetchedPartitions *prometheus.CounterVec
 	fetchedBytes      *prometheus.CounterVec
 	buffered          *prometheus.GaugeVec
+	produces          *prometheus.CounterVec
+	producedParts     *prometheus.CounterVec
+	producedBytes     *prometheus.CounterVec
 	failures          *prometheus.CounterVec
 	retries           *prometheus.CounterVec
 	sessions          *prometheus.CounterVec
@@ -98,6 +104,15 @@ func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
 		buffered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kafkamirror_fetch_buffered_bytes", Help: "Fetched bytes waiting in a partition's fetch-ahead buffer to be written.",
 		}, []string{"mirror", "topic", "partition"}),
+		produces: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_destination_produces_total", Help: "Produce requests answered by destination brokers (one pipeline per broker groups the partitions it leads).",
+		}, []string{"broker"}),
+		producedParts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_destination_produce_partitions_total", Help: "Partitions (one batch each) carried by produce requests to destination brokers.",
+		}, []string{"broker"}),
+		producedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_destination_produce_bytes_total", Help: "Record batch bytes carried by produce requests to destination brokers.",
+		}, []string{"broker"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kafkamirror_partition_failures_total", Help: "Partitions entering FAILED.",
 		}, []string{"mirror", "topic", "retryable"}),
@@ -109,7 +124,7 @@ func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
 		}, []string{"mirror", "topic"}),
 		collector: newEngineCollector(slot, log),
 	}
-	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.fetches, m.fetchedPartitions, m.fetchedBytes, m.buffered, m.failures, m.retries, m.sessions, m.collector,
+	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.fetches, m.fetchedPartitions, m.fetchedBytes, m.buffered, m.produces, m.producedParts, m.producedBytes, m.failures, m.retries, m.sessions, m.collector,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -136,6 +151,14 @@ func (m *metrics) SourceFetch(broker int32, partitions int, bytes int64) {
 	m.fetches.WithLabelValues(b).Inc()
 	m.fetchedPartitions.WithLabelValues(b).Add(float64(partitions))
 	m.fetchedBytes.WithLabelValues(b).Add(float64(bytes))
+}
+
+// DestinationProduce implements mirrorengine.Observer.
+func (m *metrics) DestinationProduce(broker int32, partitions int, bytes int64) {
+	b := strconv.Itoa(int(broker))
+	m.produces.WithLabelValues(b).Inc()
+	m.producedParts.WithLabelValues(b).Add(float64(partitions))
+	m.producedBytes.WithLabelValues(b).Add(float64(bytes))
 }
 
 // FetchBuffered implements mirrorengine.Observer.

@@ -129,6 +129,12 @@ func TestWorkerLifecycle(t *testing.T) {
 	if bytes, _ := metric(s, "kafkamirror_source_fetch_bytes_total", "broker", "0"); fetches == 0 || partitions < fetches || bytes == 0 {
 		t.Errorf("source fetch metrics of broker 0: %v fetches, %v partitions, %v bytes", fetches, partitions, bytes)
 	}
+	// One produce pipeline per destination broker: every batch counted as a partition of a request.
+	produces, _ := metric(s, "kafkamirror_destination_produces_total", "broker", "0")
+	produced, _ := metric(s, "kafkamirror_destination_produce_partitions_total", "broker", "0")
+	if bytes, _ := metric(s, "kafkamirror_destination_produce_bytes_total", "broker", "0"); produces == 0 || produced < produces || bytes == 0 {
+		t.Errorf("destination produce metrics of broker 0: %v requests, %v partitions, %v bytes", produces, produced, bytes)
+	}
 
 	// The CLI's tables, through the API.
 	out, code := w.cli(t, "describe")

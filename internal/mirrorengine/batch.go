@@ -178,13 +178,18 @@ type producerIdentity struct {
 	sequence int32
 }
 
-// forwardBatch returns a copy of a contiguous source batch ready to produce to the
-// destination: offsets reassigned by the broker from zero, the source producer replaced by
-// ours, LogAppendTime cleared (a client may not send it; records keep their create times),
-// and a new CRC. The compressed payload is copied untouched.
+// forwardBatch is rewriteBatch on a copy, for a batch that is sent more than once (the
+// filler).
 func forwardBatch(src rawBatch, as producerIdentity, transactional bool) []byte {
-	b := append([]byte(nil), src...)
-	attrs := src.attributes() &^ (attrLogAppendTime | attrTransactional)
+	return rewriteBatch(append(rawBatch(nil), src...), as, transactional)
+}
+
+// rewriteBatch makes a contiguous source batch ready to produce to the destination, in
+// place: offsets reassigned by the broker from zero, the source producer replaced by ours,
+// LogAppendTime cleared (a client may not send it; records keep their create times), and a
+// new CRC. The compressed payload stays untouched.
+func rewriteBatch(b rawBatch, as producerIdentity, transactional bool) []byte {
+	attrs := b.attributes() &^ (attrLogAppendTime | attrTransactional)
 	if transactional {
 		attrs |= attrTransactional
 	}

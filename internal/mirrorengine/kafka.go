@@ -155,23 +155,13 @@ func (c cluster) fetchedPartition(topic string, offset int64, p *kmsg.FetchRespo
 	return fetched{batches: batches, highWatermark: p.HighWatermark, lastStableOffset: p.LastStableOffset, logStartOffset: p.LogStartOffset}, nil
 }
 
-// produce sends one batch (real Kafka accepts one batch per partition per request) with
-// acks=all to the partition leader and returns the base offset the broker assigned. onWire,
-// if set, is called when kgo serializes the request for the connection: kgo writes a
-// broker's requests one at a time, in the order they were issued, so a request issued after
-// that moment reaches the broker after this one.
-func (c cluster) produce(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, batch []byte, txnID *string, onWire func()) (int64, error) {
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = -1
-	req.TimeoutMillis = 30000
-	req.TransactionID = txnID
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic, rt.TopicID = topic, id
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = partition
-	rp.Records = batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+// produce sends one batch of a replayed transaction (its transactional id is the request's)
+// with acks=all to the partition leader and returns the base offset the broker assigned.
+// Non-transactional batches go through the leader's brokerProducer, grouped with other
+// partitions'.
+func (c cluster) produce(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, batch []byte, txnID *string) (int64, error) {
+	req := newProduceRequest(txnID)
+	addProduce(req, 0, topic, id, partition, batch)
 
 	if err := leaseErr(ctx); err != nil {
 		return 0, err
@@ -183,12 +173,7 @@ func (c cluster) produce(ctx context.Context, leader int32, topic string, id [16
 	defer cancel()
 	sent := make(chan struct{})
 	var once sync.Once
-	kreq := wireOrdered{req, func() {
-		once.Do(func() { close(sent) })
-		if onWire != nil {
-			onWire()
-		}
-	}}
+	kreq := wireOrdered{req, func() { once.Do(func() { close(sent) }) }}
 	stop := context.AfterFunc(ctx, func() {
 		select {
 		case <-sent:
@@ -204,18 +189,7 @@ func (c cluster) produce(ctx context.Context, leader int32, topic string, id [16
 		}
 		return 0, err
 	}
-	resp := kresp.(*kmsg.ProduceResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return 0, fmt.Errorf("%s produce to %s[%d]: unexpected response shape", c.name, topic, partition)
-	}
-	p := resp.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		if p.ErrorMessage != nil {
-			err = fmt.Errorf("%w: %s", err, *p.ErrorMessage)
-		}
-		return 0, authErr(c.name, "write to "+topic, err)
-	}
-	return p.BaseOffset, nil
+	return c.producedPartition(produceAnswers(kresp.(*kmsg.ProduceResponse)), topic, id, partition)
 }
 
 // wireOrdered is a produce request that reports when kgo serializes it. kgo queues a broker's

@@ -38,17 +38,24 @@ type PartitionConfig struct {
 	// servers), and the client given to NewPartitionMirror is then closed.
 	Source func() (*kgo.Client, error)
 
-	MaxInFlight        int           // produce requests in flight for non-transactional data; default 5
-	FetchMaxBytes      int32         // default 8 MiB
-	FetchBufferBytes   int           // fetched bytes a partition holds ahead of its writes; default FetchMaxBytes
-	TransactionTimeout time.Duration // of replayed destination transactions; default 15m
-	Logger             *slog.Logger  // default slog.Default()
-	Observer           Observer      // default: discards
+	MaxInFlight int // produce requests in flight for non-transactional data; default 5
+	// ProduceRequestsInFlight bounds the produce requests in flight to one destination
+	// broker, each carrying batches of many partitions; default 5. The first partition
+	// writing to a broker sets it for all.
+	ProduceRequestsInFlight int
+	FetchMaxBytes           int32         // default 8 MiB
+	FetchBufferBytes        int           // fetched bytes a partition holds ahead of its writes; default FetchMaxBytes
+	TransactionTimeout      time.Duration // of replayed destination transactions; default 15m
+	Logger                  *slog.Logger  // default slog.Default()
+	Observer                Observer      // default: discards
 }
 
 func (c *PartitionConfig) defaults() {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 5
+	}
+	if c.ProduceRequestsInFlight <= 0 {
+		c.ProduceRequestsInFlight = 5
 	}
 	if c.FetchMaxBytes <= 0 {
 		c.FetchMaxBytes = 8 << 20
@@ -222,11 +229,12 @@ type session struct {
 
 	txnTimeout time.Duration // of replayed transactions: the configured one, capped by the destination's maximum
 
-	idem    producerIdentity
-	txns    map[int64]*replayTxn // by source producer id
-	gap     *replayTxn           // writes lone markers
-	pending []*inflight
-	feed    *feed // the partition's subscription to its source leader's fetcher, from the first step
+	idem     producerIdentity
+	txns     map[int64]*replayTxn // by source producer id
+	gap      *replayTxn           // writes lone markers
+	pending  []*inflight
+	feed     *feed           // the partition's subscription to its source leader's fetcher, from the first step
+	producer *brokerProducer // the destination leader's pipeline, from the first non-transactional batch
 }
 
 // txnOpen tells whether a replayed transaction is open on the destination.
@@ -250,11 +258,9 @@ type replayTxn struct {
 // inflight is a produced batch whose answer has not been checked yet.
 type inflight struct {
 	batch    []byte
-	txnID    *string
 	expected int64 // the base offset the destination must assign
 	end      int64 // offset after the batch
-	onWire   chan struct{}
-	done     chan error
+	done     chan produced
 }
 
 // session mirrors until an error; progressed tells whether the destination end advanced.
@@ -264,6 +270,9 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 		// Never leave produces running into the next session: it reads the destination end.
 		for _, p := range s.pending {
 			<-p.done
+		}
+		if s.producer != nil {
+			s.producer.release()
 		}
 		if s.feed != nil {
 			s.feed.close()
@@ -553,6 +562,14 @@ func (s *session) step(ctx context.Context) error {
 		open[pid] = t.open
 	}
 	p := planFetch(planInput{next: s.next, alignTo: s.alignTo, open: open, maxSize: s.dstTopic.maxMessageBytes, fetched: f})
+	// Read before the writes: forwarding rewrites a batch's header in place.
+	var lastEpoch int32
+	copied := false
+	for _, w := range p.writes {
+		if w.batch != nil {
+			lastEpoch, copied = w.batch.leaderEpoch(), true
+		}
+	}
 	for _, w := range p.writes {
 		if err := s.execute(ctx, w); err != nil {
 			return err
@@ -562,10 +579,8 @@ func (s *session) step(ctx context.Context) error {
 	if err := s.flush(); err != nil {
 		return err
 	}
-	for _, w := range p.writes {
-		if w.batch != nil {
-			m.lastEpoch.Store(w.batch.leaderEpoch())
-		}
+	if copied {
+		m.lastEpoch.Store(lastEpoch)
 	}
 	if p.err != nil {
 		return p.err
@@ -745,35 +760,35 @@ func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *
 			return err
 		}
 	}
-	p := &inflight{batch: batch, txnID: txnID, expected: s.next, end: s.next + int64(records), onWire: make(chan struct{}), done: make(chan error, 1)}
-	var prev chan struct{}
-	if n := len(s.pending); n > 0 {
-		prev = s.pending[n-1].onWire
-	}
-	go func() {
-		// Requests must reach the connection in sequence order: one overtaking its
-		// predecessor is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and ends the session. So a
-		// request is issued only once its predecessor is on the wire (or failed).
-		if prev != nil {
-			<-prev
+	p := &inflight{batch: batch, expected: s.next, end: s.next + int64(records), done: make(chan produced, 1)}
+	if txnID == nil {
+		if s.producer == nil {
+			s.producer = acquireProducer(s.m.dst, s.dst.leader, s.cfg)
 		}
-		var once sync.Once
-		onWire := func() { once.Do(func() { close(p.onWire) }) }
-		defer onWire()
-		p.done <- s.produce(ctx, p, onWire)
-	}()
+		s.producer.enqueue(ctx, s.cfg.Topic, s.dst.id, s.cfg.Partition, batch, p.done)
+	} else {
+		// A replayed transaction's batch names its transactional id in the request, so it
+		// goes alone; it is the only one in flight (execute flushes around it).
+		go func() {
+			began := time.Now()
+			base, err := s.m.dst.produce(ctx, s.dst.leader, s.cfg.Topic, s.dst.id, s.cfg.Partition, batch, txnID)
+			s.cfg.Observer.ProduceLatency(time.Since(began))
+			if err == nil {
+				s.cfg.Observer.DestinationProduce(s.dst.leader, 1, int64(len(batch)))
+			}
+			p.done <- produced{base, err}
+		}()
+	}
 	s.pending = append(s.pending, p)
 	s.next = p.end
 	s.m.mayReach(p.end)
 	return nil
 }
 
-// produce sends one in-flight batch and checks the offset the destination assigned.
-func (s *session) produce(ctx context.Context, p *inflight, onWire func()) error {
-	began := time.Now()
-	base, err := s.m.dst.produce(ctx, s.dst.leader, s.cfg.Topic, s.dst.id, s.cfg.Partition, p.batch, p.txnID, onWire)
-	s.cfg.Observer.ProduceLatency(time.Since(began))
-	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+// check maps a batch's answer to the session's errors: the destination must have assigned
+// the offset the source has.
+func (s *session) check(p *inflight, r produced) error {
+	if errors.Is(r.err, kerr.MessageTooLarge) || errors.Is(r.err, kerr.RecordListTooLarge) {
 		// Forwarded batches were checked against max.message.bytes: this one grew when the
 		// broker recompressed it to the topic's compression.type.
 		tooLarge := &BatchTooLargeError{Offset: p.expected, Size: len(p.batch), MaxMessageBytes: s.dstTopic.maxMessageBytes}
@@ -782,10 +797,10 @@ func (s *session) produce(ctx context.Context, p *inflight, onWire func()) error
 		}
 		return tooLarge
 	}
-	if err == nil && base != p.expected {
-		err = &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: p.expected, Actual: base}
+	if r.err == nil && r.base != p.expected {
+		return &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: p.expected, Actual: r.base}
 	}
-	return err
+	return r.err
 }
 
 func (s *session) awaitOldest() error {
@@ -794,7 +809,7 @@ func (s *session) awaitOldest() error {
 	// An OUT_OF_ORDER_SEQUENCE_NUMBER (a request overtook its predecessor) ends the session
 	// like any other error: the next one starts from the destination's end offset, which is
 	// the only position that is certain.
-	if err := <-p.done; err != nil {
+	if err := s.check(p, <-p.done); err != nil {
 		return err
 	}
 	s.cfg.Observer.Mirrored(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition, p.end-p.expected, int64(len(p.batch)))

@@ -3,7 +3,6 @@ package mirrorengine
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -47,10 +46,17 @@ func startMirrorCtx(parent context.Context, t *testing.T, src, dst *kafkatest.Cl
 // its fetchers.
 func startMirrorClients(parent context.Context, t *testing.T, sc, dc *kgo.Client, topic string, partitions int32, firstStart bool) *mirrorRun {
 	t.Helper()
+	return startMirrorConfig(parent, t, sc, dc, PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: firstStart}, partitions)
+}
+
+// startMirrorConfig runs one PartitionMirror per partition of cfg's topic, with cfg.
+func startMirrorConfig(parent context.Context, t *testing.T, sc, dc *kgo.Client, cfg PartitionConfig, partitions int32) *mirrorRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(parent)
 	r := &mirrorRun{cancel: cancel, errs: map[int32]error{}}
 	for p := range partitions {
-		m := NewPartitionMirror(sc, dc, PartitionConfig{Mirror: "m1", Topic: topic, Partition: p, FirstStart: firstStart})
+		cfg.Partition = p
+		m := NewPartitionMirror(sc, dc, cfg)
 		r.mirrors = append(r.mirrors, m)
 		r.wg.Add(1)
 		go func() {
@@ -274,7 +280,7 @@ func advanceSource(t *testing.T, c *kafkatest.Cluster, topic string, n int64) {
 			}
 			batches[size] = b
 		}
-		if _, err := cl.produce(ctx, meta.leader, topic, meta.id, 0, batches[size], nil, nil); err != nil {
+		if _, err := cl.produce(ctx, meta.leader, topic, meta.id, 0, batches[size], nil); err != nil {
 			t.Fatal(err)
 		}
 		written += size
@@ -792,67 +798,6 @@ func TestMirrorThrottledFetches(t *testing.T) {
 	run.stop(t)
 	if n := sessions.Load(); n != 1 {
 		t.Fatalf("%d mirror sessions, want 1", n)
-	}
-}
-
-// Pipelined produces reach the broker in the order they were issued: each is issued once
-// kgo put its predecessor on the wire.
-func TestProducesReachTheBrokerInOrder(t *testing.T) {
-	c := kafkatest.New(t)
-	c.CreateTopic(t, "ordered", 1, nil)
-	var mu sync.Mutex
-	var arrived []int32
-	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.Fake().KeepControl()
-		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
-			for _, rp := range rt.Partitions {
-				mu.Lock()
-				arrived = append(arrived, int32(binary.BigEndian.Uint32(rp.Records[offBaseSequence:])))
-				mu.Unlock()
-			}
-		}
-		return nil, nil, false
-	})
-	ctx := context.Background()
-	cl := newCluster("destination", c.Client(t))
-	meta, err := cl.metadata(ctx, "ordered", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idem, err := cl.initProducerID(ctx, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = 200
-	var wg sync.WaitGroup
-	prev := make(chan struct{})
-	close(prev)
-	errs := make([]error, n)
-	for i := range n {
-		as := idem
-		as.sequence = int32(i)
-		batch, err := encodeBatch(batchSpec{producer: as}, []kmsg.Record{{Value: []byte(strconv.Itoa(i))}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		onWire := make(chan struct{})
-		wg.Add(1)
-		go func(prev chan struct{}) {
-			defer wg.Done()
-			<-prev
-			var once sync.Once
-			_, errs[i] = cl.produce(ctx, meta.leader, "ordered", meta.id, 0, batch, nil, func() { once.Do(func() { close(onWire) }) })
-		}(prev)
-		prev = onWire
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	for i, seq := range arrived {
-		if seq != int32(i) {
-			t.Fatalf("the broker received sequence %d as request %d", seq, i)
-		}
 	}
 }
 

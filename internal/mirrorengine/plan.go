@@ -44,7 +44,9 @@ func (w write) encode(as producerIdentity) ([]byte, error) {
 	if w.kind == writeRun {
 		return reencodeRun(w.batch, w.run, as, w.txn)
 	}
-	return forwardBatch(w.batch, as, w.txn), nil
+	// In place: a fetch answer is read into a buffer of its own, and a forwarded batch is
+	// not read again once encoded (its leader epoch is taken before).
+	return rewriteBatch(w.batch, as, w.txn), nil
 }
 
 type planInput struct {

@@ -1,0 +1,446 @@
+package mirrorengine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+)
+
+// wiredBatch is one batch of a produce request, as the destination received it.
+type wiredBatch struct {
+	part string // "topic/partition"
+	seq  int32
+}
+
+// produceLog records the non-transactional produce requests of some topics that a kfake
+// cluster receives.
+type produceLog struct {
+	mu   sync.Mutex
+	reqs [][]wiredBatch
+}
+
+// watchProduces records c's produce requests of topics. With release set, the first one is
+// held until release() is true (polled, for at most 30 s); the client's next requests wait
+// behind it on the connection.
+func watchProduces(t *testing.T, c *kafkatest.Cluster, release func() bool, topics ...string) *produceLog {
+	t.Helper()
+	names := map[[16]byte]string{}
+	for _, topic := range topics {
+		names[c.Fake().TopicInfo(topic).TopicID] = topic
+	}
+	l := &produceLog{}
+	c.Fake().ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake().KeepControl()
+		req := kreq.(*kmsg.ProduceRequest)
+		if req.TransactionID != nil {
+			return nil, nil, false
+		}
+		var batches []wiredBatch
+		for _, rt := range req.Topics {
+			name := rt.Topic
+			if req.Version >= 13 {
+				name = names[rt.TopicID]
+			}
+			if !slices.Contains(topics, name) {
+				continue
+			}
+			for _, rp := range rt.Partitions {
+				batches = append(batches, wiredBatch{fmt.Sprintf("%s/%d", name, rp.Partition), int32(binary.BigEndian.Uint32(rp.Records[offBaseSequence:]))})
+			}
+		}
+		if len(batches) == 0 {
+			return nil, nil, false
+		}
+		l.mu.Lock()
+		l.reqs = append(l.reqs, batches)
+		first := len(l.reqs) == 1
+		l.mu.Unlock()
+		if first && release != nil {
+			c.Fake().SleepControl(func() {
+				for deadline := time.Now().Add(30 * time.Second); !release() && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		return nil, nil, false
+	})
+	return l
+}
+
+func (l *produceLog) requests() [][]wiredBatch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reqs)
+}
+
+// partitions returns the partitions request i carried, none if it was not received yet.
+func (l *produceLog) partitions(i int) []string {
+	var out []string
+	if reqs := l.requests(); i < len(reqs) {
+		for _, b := range reqs[i] {
+			out = append(out, b.part)
+		}
+	}
+	return out
+}
+
+// checkOrder fails unless every request carried at most one batch per partition and each
+// partition's sequences reached the broker in order.
+func (l *produceLog) checkOrder(t *testing.T) {
+	t.Helper()
+	last := map[string]int32{}
+	for i, req := range l.requests() {
+		seen := map[string]bool{}
+		for _, b := range req {
+			if seen[b.part] {
+				t.Fatalf("request %d carried two batches of %s", i, b.part)
+			}
+			seen[b.part] = true
+			if prev, ok := last[b.part]; ok && b.seq <= prev {
+				t.Fatalf("request %d carried sequence %d of %s after sequence %d", i, b.seq, b.part, prev)
+			}
+			last[b.part] = b.seq
+		}
+	}
+}
+
+// queuedPartitions returns the partitions ("topic/partition") with a batch waiting to join
+// a request in a pipeline of cl.
+func queuedPartitions(cl *kgo.Client) map[string]bool {
+	brokerProducers.mu.Lock()
+	defer brokerProducers.mu.Unlock()
+	out := map[string]bool{}
+	for k, bp := range brokerProducers.m {
+		if k.cl != cl {
+			continue
+		}
+		bp.mu.Lock()
+		for _, it := range bp.queue {
+			out[fmt.Sprintf("%s/%d", it.topic, it.partition)] = true
+		}
+		bp.mu.Unlock()
+	}
+	return out
+}
+
+// testPipeline is a pipeline to the leader of c's topic (every partition of a one-broker
+// cluster) and an idempotent producer id to write with.
+func testPipeline(t *testing.T, c *kafkatest.Cluster, topic string, requestsInFlight int) (*brokerProducer, topicMeta, producerIdentity) {
+	t.Helper()
+	ctx := context.Background()
+	dst := newCluster("destination", c.Client(t))
+	meta, err := dst.metadata(ctx, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idem, err := dst.initProducerID(ctx, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := PartitionConfig{ProduceRequestsInFlight: requestsInFlight}
+	cfg.defaults()
+	bp := acquireProducer(dst, meta.leader, &cfg)
+	t.Cleanup(bp.release)
+	return bp, meta, idem
+}
+
+func testBatch(t *testing.T, as producerIdentity, sequence int32, value []byte) []byte {
+	t.Helper()
+	as.sequence = sequence
+	batch, err := encodeBatch(batchSpec{producer: as}, []kmsg.Record{{Value: value}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return batch
+}
+
+func answer(t *testing.T, done <-chan produced) produced {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(60 * time.Second):
+		t.Fatal("no answer for a batch within 60 s")
+		return produced{}
+	}
+}
+
+// Many batches of several partitions in flight at once reach the broker in each partition's
+// order, each request carrying one batch of every partition that has one waiting.
+func TestProducerKeepsEachPartitionsOrderOnTheWire(t *testing.T) {
+	c := kafkatest.New(t)
+	const partitions, batches = 4, 100
+	c.CreateTopic(t, "ordered", partitions, nil)
+	var enqueued atomic.Bool
+	wire := watchProduces(t, c, enqueued.Load, "ordered")
+	bp, meta, idem := testPipeline(t, c, "ordered", 0)
+	dones := make([][]chan produced, partitions)
+	for i := range batches {
+		for p := range int32(partitions) {
+			done := make(chan produced, 1)
+			bp.enqueue(context.Background(), "ordered", meta.id, p, testBatch(t, idem, int32(i), []byte(strconv.Itoa(i))), done)
+			dones[p] = append(dones[p], done)
+		}
+	}
+	enqueued.Store(true)
+	for p := range dones {
+		for i, done := range dones[p] {
+			if r := answer(t, done); r.err != nil || r.base != int64(i) {
+				t.Fatalf("partition %d batch %d: base offset %d, error %v; want base offset %d", p, i, r.base, r.err, i)
+			}
+		}
+	}
+	wire.checkOrder(t)
+	full := 0
+	for _, req := range wire.requests() {
+		if len(req) == partitions {
+			full++
+		}
+	}
+	if full == 0 {
+		t.Fatalf("no produce request carried a batch of every partition")
+	}
+}
+
+// A partition's error in a grouped request is its own: the other partitions' batches in the
+// request land.
+func TestProducerErrorAnswersOnlyItsPartition(t *testing.T) {
+	c := kafkatest.New(t)
+	c.CreateTopic(t, "small", 1, map[string]*string{"max.message.bytes": kadm.StringPtr("1000")})
+	c.CreateTopic(t, "wide", 1, nil)
+	var enqueued atomic.Bool
+	wire := watchProduces(t, c, enqueued.Load, "small", "wide")
+	bp, wide, idem := testPipeline(t, c, "wide", 1)
+	small, err := newCluster("destination", c.Client(t)).metadata(context.Background(), "small", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	wide0, tooLarge, wide1 := make(chan produced, 1), make(chan produced, 1), make(chan produced, 1)
+	bp.enqueue(ctx, "wide", wide.id, 0, testBatch(t, idem, 0, []byte("a")), wide0)
+	bp.enqueue(ctx, "small", small.id, 0, testBatch(t, idem, 0, bytes.Repeat([]byte("x"), 5000)), tooLarge)
+	bp.enqueue(ctx, "wide", wide.id, 0, testBatch(t, idem, 1, []byte("b")), wide1)
+	enqueued.Store(true)
+	if r := answer(t, tooLarge); !errors.Is(r.err, kerr.MessageTooLarge) {
+		t.Fatalf("the batch over max.message.bytes was answered %+v, want MESSAGE_TOO_LARGE", r)
+	}
+	for i, done := range []chan produced{wide0, wide1} {
+		if r := answer(t, done); r.err != nil || r.base != int64(i) {
+			t.Fatalf("wide batch %d: base offset %d, error %v; want base offset %d", i, r.base, r.err, i)
+		}
+	}
+	// One request in flight: the second batch of wide goes in a later request than the
+	// first, and the too-large batch joins one of them.
+	grouped := false
+	for i := range wire.requests() {
+		grouped = grouped || slices.Equal(wire.partitions(i), []string{"wide/0", "small/0"}) || slices.Equal(wire.partitions(i), []string{"small/0", "wide/0"})
+	}
+	if !grouped {
+		t.Fatalf("requests %v: the too-large batch did not share a request", wire.requests())
+	}
+}
+
+// produceCounter counts what the pipelines report.
+type produceCounter struct {
+	nopObserver
+	requests, partitions atomic.Int64
+}
+
+func (o *produceCounter) DestinationProduce(_ int32, partitions int, _ int64) {
+	o.requests.Add(1)
+	o.partitions.Add(int64(partitions))
+}
+
+// The partitions led by one destination broker share produce requests (issue #16), each
+// partition's batches in order, and the logs are identical.
+func TestMirrorGroupsProducesByDestinationLeader(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	const partitions = 8
+	src.CreateTopic(t, "wide", partitions, nil)
+	dst.CreateTopic(t, "wide", partitions, nil)
+	prod := manualProducer(t, src)
+	for round := range 5 {
+		for p := range int32(partitions) {
+			produceSync(t, prod, records("wide", p, 20, fmt.Sprint("r", round))...)
+		}
+	}
+	dc := dst.Client(t)
+	// The first request waits until every partition's first batch is in it or queued
+	// behind it: with one request in flight, the next one carries all the others.
+	var wire *produceLog
+	wire = watchProduces(t, dst, func() bool {
+		waiting := queuedPartitions(dc)
+		for _, p := range wire.partitions(0) {
+			waiting[p] = true
+		}
+		return len(waiting) == partitions
+	}, "wide")
+	sessions := sessionStarts(dst)
+	counter := &produceCounter{}
+	run := startMirrorConfig(context.Background(), t, src.Client(t), dc,
+		PartitionConfig{Mirror: "m1", Topic: "wide", FirstStart: true, ProduceRequestsInFlight: 1, Observer: counter}, partitions)
+	kafkatest.WaitIdentical(t, src, dst, "wide", waitIdentical)
+	run.stop(t)
+
+	wire.checkOrder(t)
+	first := append(wire.partitions(0), wire.partitions(1)...)
+	slices.Sort(first)
+	if first = slices.Compact(first); len(first) != partitions {
+		t.Fatalf("the first two produce requests carried %v, want a batch of every partition", first)
+	}
+	reqs := wire.requests()
+	batches := 0
+	for _, req := range reqs {
+		batches += len(req)
+	}
+	if n := counter.requests.Load(); n != int64(len(reqs)) || counter.partitions.Load() != int64(batches) {
+		t.Fatalf("observer counted %d requests of %d batches, the destination received %d of %d", n, counter.partitions.Load(), len(reqs), batches)
+	}
+	if n := sessions.Load(); n != partitions {
+		t.Fatalf("%d mirror sessions for %d partitions, want one each (an out-of-order sequence restarts one)", n, partitions)
+	}
+}
+
+func TestMirrorProduceErrorFailsOnlyItsPartition(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	produceErrorFailsOnlyItsPartition(t, src, dst, "small", "wide")
+}
+
+func TestKafkaMirrorProduceErrorFailsOnlyItsPartition(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		produceErrorFailsOnlyItsPartition(t, src, dst, topicFor(t, "small"), topicFor(t, "wide"))
+	})
+}
+
+// produceErrorFailsOnlyItsPartition: a destination topic's max.message.bytes shrinks under
+// a running mirror; the batch it refuses fails its partition (the pipeline shares requests
+// between topics), and the other topic's partitions go on.
+func produceErrorFailsOnlyItsPartition(t *testing.T, src, dst *kafkatest.Cluster, small, wide string) {
+	createBoth(t, src, dst, small, 1, nil)
+	createBoth(t, src, dst, wide, 2, nil)
+	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	write := func(tag string) {
+		for p := range int32(2) {
+			produceSync(t, prod, records(wide, p, 30, tag)...)
+		}
+	}
+	produceSync(t, prod, records(small, 0, 5, "a")...)
+	write("a")
+	sc, dc := src.Client(t), dst.Client(t)
+	smallRun := startMirrorClients(context.Background(), t, sc, dc, small, 1, true)
+	wideRun := startMirrorClients(context.Background(), t, sc, dc, wide, 2, true)
+	kafkatest.WaitIdentical(t, src, dst, small, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, wide, waitIdentical)
+
+	// The running session checks batches against the limit it read at its start.
+	if _, err := dst.Admin(t).AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: kadm.StringPtr("1000")}}, small); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, prod, &kgo.Record{Topic: small, Value: bytes.Repeat([]byte("x"), 5000)})
+	write("b")
+	err := smallRun.waitErr(t, 0)
+	var tooLarge *BatchTooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Offset != 5 {
+		t.Fatalf("mirror of %s stopped with %v, want a batch too large at offset 5", small, err)
+	}
+	kafkatest.WaitIdentical(t, src, dst, wide, waitIdentical)
+	write("c")
+	kafkatest.WaitIdentical(t, src, dst, wide, waitIdentical)
+	wideRun.stop(t)
+	if !strings.Contains(err.Error(), "max.message.bytes") {
+		t.Fatalf("error %q does not name max.message.bytes", err)
+	}
+}
+
+// The partitions of one destination broker share produce requests on real Kafka too, and
+// the logs are identical.
+func TestKafkaMirrorGroupsProduces(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		const partitions = 8
+		createBoth(t, src, dst, topic, partitions, nil)
+		prod := manualProducer(t, src)
+		batches := 0
+		for round := range 5 {
+			for p := range int32(partitions) {
+				produceSync(t, prod, records(topic, p, 20, fmt.Sprint("r", round))...)
+				batches++
+			}
+		}
+		counter := &produceCounter{}
+		run := startMirrorConfig(context.Background(), t, src.Client(t), dst.Client(t),
+			PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: true, Observer: counter}, partitions)
+		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		run.stop(t)
+		if n := counter.partitions.Load(); n < int64(batches) {
+			t.Fatalf("produce requests carried %d batches, want at least the %d source batches", n, batches)
+		}
+		t.Logf("%d batches of %d partitions in %d produce requests", batches, partitions, counter.requests.Load())
+	})
+}
+
+// endedLease is an ownership context whose clock says it ended before its Done fired.
+type endedLease struct{ context.Context }
+
+func (endedLease) Err() error { return context.DeadlineExceeded }
+
+// A batch whose partition's writer was stopped (or whose lease ended) before it joined a
+// request is answered with that and never sent; one in a request on its way is answered
+// with the broker's answer whatever its partition's context does since.
+func TestProducerWithdrawsOnlyBatchesNotYetSent(t *testing.T) {
+	c := kafkatest.New(t)
+	c.CreateTopic(t, "t", 3, nil)
+	var release atomic.Bool
+	wire := watchProduces(t, c, release.Load, "t")
+	bp, meta, idem := testPipeline(t, c, "t", 1)
+
+	sentCtx, stopSent := context.WithCancel(context.Background())
+	sent := make(chan produced, 1)
+	bp.enqueue(sentCtx, "t", meta.id, 0, testBatch(t, idem, 0, []byte("sent")), sent)
+	for deadline := time.Now().Add(30 * time.Second); len(wire.requests()) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first batch did not reach the broker within 30 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Queued behind the held request (one in flight): one partition's writer stops, the
+	// other's lease ended although its context does not know yet.
+	stoppedCtx, stop := context.WithCancel(context.Background())
+	stopped, lapsed := make(chan produced, 1), make(chan produced, 1)
+	bp.enqueue(stoppedCtx, "t", meta.id, 1, testBatch(t, idem, 0, []byte("stopped")), stopped)
+	leaseCtx := context.WithValue(context.Background(), leaseKey{}, endedLease{context.Background()})
+	bp.enqueue(leaseCtx, "t", meta.id, 2, testBatch(t, idem, 0, []byte("lapsed")), lapsed)
+	stop()
+	if r := answer(t, stopped); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the stopped partition's batch was answered %+v, want its context's error", r)
+	}
+	stopSent()
+	release.Store(true)
+	if r := answer(t, lapsed); !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("the batch of an ended lease was answered %+v, want the lease's error", r)
+	}
+	if r := answer(t, sent); r.err != nil || r.base != 0 {
+		t.Fatalf("the batch on its way was answered %+v, want the broker's base offset 0", r)
+	}
+	for i := range wire.requests() {
+		if parts := wire.partitions(i); !slices.Equal(parts, []string{"t/0"}) {
+			t.Fatalf("request %d carried %v; only the batch of t/0 was to be sent", i, parts)
+		}
+	}
+}
