@@ -178,12 +178,6 @@ type producerIdentity struct {
 	sequence int32
 }
 
-// forwardBatch is rewriteBatch on a copy, for a batch that is sent more than once (the
-// filler).
-func forwardBatch(src rawBatch, as producerIdentity, transactional bool) []byte {
-	return rewriteBatch(append(rawBatch(nil), src...), as, transactional)
-}
-
 // rewriteBatch makes a contiguous source batch ready to produce to the destination, in
 // place: offsets reassigned by the broker from zero, the source producer replaced by ours,
 // LogAppendTime cleared (a client may not send it; records keep their create times), and a

@@ -66,10 +66,10 @@ func TestSplitBatchesDropsPartialTail(t *testing.T) {
 	}
 }
 
-func TestForwardBatchKeepsPayloadAndRewritesProducer(t *testing.T) {
+func TestRewriteBatchKeepsPayloadAndRewritesProducer(t *testing.T) {
 	for _, codec := range []int16{0, 1, 2, 3, 4} {
 		src := sourceBatch(t, 500, codec, testRecords(5, 1), 42, attrTransactional|attrLogAppendTime)
-		out := rawBatch(forwardBatch(src, producerIdentity{id: 9, epoch: 2, sequence: 11}, false))
+		out := rawBatch(rewriteBatch(append(rawBatch(nil), src...), producerIdentity{id: 9, epoch: 2, sequence: 11}, false))
 		checkCRC(t, out)
 		if out.baseOffset() != 0 || out.producerID() != 9 || out.codec() != codec {
 			t.Fatalf("codec %d: base %d pid %d codec %d", codec, out.baseOffset(), out.producerID(), out.codec())
@@ -83,7 +83,7 @@ func TestForwardBatchKeepsPayloadAndRewritesProducer(t *testing.T) {
 		if seq := int32(binary.BigEndian.Uint32(out[offBaseSequence:])); seq != 11 {
 			t.Fatalf("sequence %d", seq)
 		}
-		txn := rawBatch(forwardBatch(src, producerIdentity{id: 9, epoch: 2}, true))
+		txn := rawBatch(rewriteBatch(append(rawBatch(nil), src...), producerIdentity{id: 9, epoch: 2}, true))
 		if k, _ := txn.kind(); k != kindTxnData {
 			t.Fatalf("transactional forward is %v", k)
 		}
