@@ -231,7 +231,7 @@ type session struct {
 
 	idem     producerIdentity
 	txns     map[int64]*replayTxn // by source producer id
-	gap      *replayTxn           // writes lone markers
+	gaps     []*replayTxn         // write lone markers; gaps[i] has suffix gapSuffix(i), nil until used
 	pending  []*inflight
 	feed     *feed           // the partition's subscription to its source leader's fetcher, from the first step
 	producer *brokerProducer // the destination leader's pipeline, from the first non-transactional batch
@@ -244,7 +244,12 @@ func (s *session) txnOpen() bool {
 			return true
 		}
 	}
-	return s.gap != nil && s.gap.open
+	for _, t := range s.gaps {
+		if t != nil && t.open {
+			return true
+		}
+	}
+	return false
 }
 
 // replayTxn is the destination transactional producer replaying one source producer's
@@ -265,7 +270,7 @@ type inflight struct {
 
 // session mirrors until an error; progressed tells whether the destination end advanced.
 func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err error) {
-	s := &session{m: m, cfg: &m.cfg, txns: map[int64]*replayTxn{}}
+	s := &session{m: m, cfg: &m.cfg, txns: map[int64]*replayTxn{}, gaps: make([]*replayTxn, gapWriters)}
 	defer func() {
 		// Never leave produces running into the next session: it reads the destination end.
 		for _, p := range s.pending {
@@ -419,11 +424,35 @@ func (s *session) txnPrefix() string {
 }
 
 // The partition's destination transactional ids end in the source producer id of a replayed
-// transaction, in gapTxnSuffix (lone markers) or in dataTxnSuffix (plain data).
+// transaction, in gapTxnSuffix (lone markers; "gap", "gap.1", … "gap.7": see gapWriters) or
+// in dataTxnSuffix (plain data).
 const (
 	gapTxnSuffix  = "gap"
 	dataTxnSuffix = "data"
 )
+
+// gapWriters is how many transactional ids write the abort markers of one run of source
+// offsets without a record at once. The markers of such a run are all alike, so it does not
+// matter which one lands at which offset; a heavily compacted topic has long runs.
+const gapWriters = 8
+
+// gapSuffix is the suffix of gap writer i's transactional id.
+func gapSuffix(i int) string {
+	if i == 0 {
+		return gapTxnSuffix
+	}
+	return gapTxnSuffix + "." + strconv.Itoa(i)
+}
+
+// gapIndex is the gap writer of a transactional id suffix, or -1.
+func gapIndex(suffix string) int {
+	for i := range gapWriters {
+		if suffix == gapSuffix(i) {
+			return i
+		}
+	}
+	return -1
+}
 
 // recoverProducers adopts the destination producers an earlier session left — of this
 // worker or of one that died — and returns the destination partition's producer state it
@@ -481,10 +510,10 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 		}
 		p, known := producers[d.ProducerID]
 		known = known && p.ProducerEpoch == d.ProducerEpoch
-		switch suffix := strings.TrimPrefix(d.TxnID, prefix); suffix {
-		case gapTxnSuffix:
-			s.gap = t
-		case dataTxnSuffix:
+		switch suffix := strings.TrimPrefix(d.TxnID, prefix); {
+		case gapIndex(suffix) >= 0:
+			s.gaps[gapIndex(suffix)] = t
+		case suffix == dataTxnSuffix:
 			// The data producer never ends a transaction: its sequence continues where
 			// the partition has it.
 			if known {
@@ -600,12 +629,7 @@ func (s *session) execute(ctx context.Context, w write) error {
 	case writeFiller:
 		return s.sendFiller(ctx, w.n)
 	case writeGap:
-		for range w.n {
-			if err := s.loneMarker(ctx, false); err != nil {
-				return err
-			}
-		}
-		return nil
+		return s.gapMarkers(ctx, w.n)
 	case writeEndTxn:
 		return s.endTxn(ctx, s.txns[w.pid], w.commit)
 	case writeLoneMarker:
@@ -857,6 +881,15 @@ func (s *session) endTxn(ctx context.Context, t *replayTxn, commit bool) error {
 	}
 	at := s.next
 	s.m.mayReach(at + 1)
+	if err := s.finishTxn(ctx, t, commit); err != nil {
+		return err
+	}
+	return s.awaitMarker(ctx, at, 1)
+}
+
+// finishTxn ends t (EndTxn), which makes its coordinator write the marker, and moves t to the
+// producer epoch the coordinator answers with.
+func (s *session) finishTxn(ctx context.Context, t *replayTxn, commit bool) error {
 	p, err := s.m.dst.endTxn(ctx, t.id, t.producer, commit)
 	if err != nil {
 		return err
@@ -867,26 +900,72 @@ func (s *session) endTxn(ctx context.Context, t *replayTxn, commit bool) error {
 		p.sequence = t.producer.sequence
 	}
 	t.producer, t.open = p, false
-	return s.awaitMarker(ctx, at)
+	return nil
+}
+
+// gapWriter returns gap writer i, with the partition in a transaction of it.
+func (s *session) gapWriter(ctx context.Context, i int) (*replayTxn, error) {
+	t := s.gaps[i]
+	if t == nil {
+		var err error
+		if t, err = s.initTxn(ctx, s.txnPrefix()+gapSuffix(i)); err != nil {
+			return nil, err
+		}
+		s.gaps[i] = t
+	}
+	if !t.open {
+		if err := s.m.dst.addPartitionToTxn(ctx, t.id, t.producer, s.cfg.Topic, s.cfg.Partition); err != nil {
+			return nil, err
+		}
+		t.open = true
+	}
+	return t, nil
 }
 
 // loneMarker writes one commit or abort marker with no transaction data before it, through
-// an empty transaction of the partition's gap producer.
+// an empty transaction of the partition's first gap writer.
 func (s *session) loneMarker(ctx context.Context, commit bool) error {
-	if s.gap == nil {
-		t, err := s.initTxn(ctx, s.txnPrefix()+gapTxnSuffix)
-		if err != nil {
+	t, err := s.gapWriter(ctx, 0)
+	if err != nil {
+		return err
+	}
+	return s.endTxn(ctx, t, commit)
+}
+
+// gapMarkers fills n offsets without a source record with abort markers, up to gapWriters
+// of them at once (their order does not matter: they are alike), and waits until all of a
+// round landed before the next: nothing else may take their offsets.
+func (s *session) gapMarkers(ctx context.Context, n int64) error {
+	if err := s.flush(); err != nil {
+		return err
+	}
+	for n > 0 {
+		round := int(min(n, gapWriters))
+		writers := make([]*replayTxn, round)
+		for i := range writers {
+			t, err := s.gapWriter(ctx, i)
+			if err != nil {
+				return err
+			}
+			writers[i] = t
+		}
+		at := s.next
+		s.m.mayReach(at + int64(round))
+		errs := make([]error, round)
+		var wg sync.WaitGroup
+		for i, t := range writers {
+			wg.Go(func() { errs[i] = s.finishTxn(ctx, t, false) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			return err
 		}
-		s.gap = t
-	}
-	if !s.gap.open {
-		if err := s.m.dst.addPartitionToTxn(ctx, s.gap.id, s.gap.producer, s.cfg.Topic, s.cfg.Partition); err != nil {
+		if err := s.awaitMarker(ctx, at, int64(round)); err != nil {
 			return err
 		}
-		s.gap.open = true
+		n -= int64(round)
 	}
-	return s.endTxn(ctx, s.gap, commit)
+	return nil
 }
 
 // markerLandTimeout bounds the wait for a marker. An EndTxn can succeed without writing one:
@@ -895,27 +974,27 @@ func (s *session) loneMarker(ctx context.Context, commit bool) error {
 // The next session reads the destination again.
 const markerLandTimeout = 30 * time.Second
 
-// awaitMarker waits until the marker written at offset `at` is in the destination log: real
-// brokers write markers after EndTxn returns, and anything appended before the marker lands
-// would take its offset.
-func (s *session) awaitMarker(ctx context.Context, at int64) error {
+// awaitMarker waits until the n markers written from offset `at` are in the destination log:
+// real brokers write markers after EndTxn returns, and anything appended before they land
+// would take their offsets.
+func (s *session) awaitMarker(ctx context.Context, at, n int64) error {
 	wait := time.Millisecond
 	deadline := time.Now().Add(markerLandTimeout)
 	for {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no transaction marker landed at destination offset %d within %v", at, markerLandTimeout)
+			return fmt.Errorf("the transaction markers for destination offsets %d to %d did not all land within %v", at, at+n-1, markerLandTimeout)
 		}
 		end, err := s.m.dst.listOffset(ctx, s.cfg.Topic, s.cfg.Partition, -1)
 		if err != nil {
 			return err
 		}
 		switch {
-		case end == at+1:
+		case end == at+n:
 			s.next = end
 			s.m.setProgress(func(p *Progress) { p.DestinationEnd = end })
 			return nil
-		case end > at+1:
-			return &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: at, Actual: end - 1}
+		case end > at+n:
+			return &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: at + n - 1, Actual: end - 1}
 		}
 		if err := storeSleep(ctx, wait); err != nil {
 			return err

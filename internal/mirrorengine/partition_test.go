@@ -319,6 +319,42 @@ func TestMirrorCompactedSourceWithHoles(t *testing.T) {
 	run.stop(t)
 }
 
+// A long run of source offsets without a record (a key overwritten sixty times in one
+// batch, compacted) becomes sixty abort markers on the destination, written by several gap
+// writers at once: identical logs, and more than one gap transactional id was used.
+func TestMirrorLongRunOfHolesUsesSeveralGapWriters(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	src.CreateTopic(t, "holes", 1, compact)
+	dst.CreateTopic(t, "holes", 1, compact)
+	prod := manualProducer(t, src)
+	produceSync(t, prod, &kgo.Record{Topic: "holes", Key: []byte("a"), Value: []byte("first")})
+	var overwritten []*kgo.Record
+	for i := range 61 {
+		overwritten = append(overwritten, &kgo.Record{Topic: "holes", Key: []byte("b"), Value: []byte(fmt.Sprint(i))})
+	}
+	produceSync(t, prod, overwritten...)
+	produceSync(t, prod, &kgo.Record{Topic: "holes", Key: []byte("c"), Value: []byte("last")})
+	src.Fake().Compact()
+
+	run := startMirror(t, src, dst, "holes", 1, true)
+	kafkatest.WaitIdentical(t, src, dst, "holes", waitIdentical)
+	run.stop(t)
+	listed, err := dst.Admin(t).ListTransactions(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gapWriterIDs []string
+	for id := range listed {
+		if strings.HasPrefix(id, partitionTxnPrefix("m1", "holes", 0)+gapTxnSuffix) {
+			gapWriterIDs = append(gapWriterIDs, id)
+		}
+	}
+	if len(gapWriterIDs) < 2 {
+		t.Fatalf("gap writers used: %v, want several for a run of 60 holes", gapWriterIDs)
+	}
+}
+
 func TestMirrorInterleavedTransactions(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "txns", 1, nil)
