@@ -27,6 +27,7 @@ package main
 //	kafkamirror_group_owned_units{kind}                     units this worker owns in its group
 //	kafkamirror_group_members, kafkamirror_group_generation the group as this worker sees it
 //	kafkamirror_group_stood_down_total                      units stopped for lost ownership
+//	kafkamirror_group_unowned_seconds{kind}                 time without an owner of each unit started here
 //
 // In a group of several workers the partition state and stalled gauges count the partitions
 // this worker runs (sum them over the workers); the lag gauges cover every partition.

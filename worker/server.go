@@ -573,7 +573,7 @@ func (s *server) getTopic(w http.ResponseWriter, r *http.Request, e engineAPI) e
 	t := topicToAPI(d)
 	t.Owner, _ = e.TopicOwner(d.Topic)
 	if s.group != nil {
-		s.group.setWorkers(&t)
+		s.group.setWorkers(r.Context(), &t)
 	}
 	writeJSON(w, http.StatusOK, t)
 	return nil

@@ -119,6 +119,7 @@ func balance(members []claim, units []Unit) map[string]share {
 // metadata, whose fingerprint rules when no member holds an assignment yet.
 func plan(members []joinedMember, units []Unit, self memberMetadata) map[string]assignment {
 	slices.SortFunc(members, func(a, b joinedMember) int { return cmp.Compare(a.ID, b.ID) })
+	units = slices.CompactFunc(slices.SortedFunc(slices.Values(units), compareUnits), func(a, b Unit) bool { return a == b })
 	out := make(map[string]assignment, len(members))
 	// The reference is the configuration of the members already serving (the newest
 	// generation held), so a newcomer with another configuration is the one refused, whoever
@@ -148,12 +149,20 @@ func plan(members []joinedMember, units []Unit, self memberMetadata) map[string]
 		return out
 	}
 	shares := balance(accepted, units)
+	withheld := int32(len(units))
 	for i := range infos {
-		infos[i].Owned = shares[infos[i].MemberID].Owned
-		infos[i].Units = len(infos[i].Owned)
+		owned := shares[infos[i].MemberID].Owned
+		infos[i].Units = len(owned)
+		withheld -= int32(len(owned))
+		for _, u := range owned {
+			if u.Kind != KindPartition {
+				infos[i].Owned = append(infos[i].Owned, u)
+			}
+		}
 	}
+	hash := hashUnits(units)
 	for id, s := range shares {
-		out[id] = assignment{Owned: s.Owned, Delayed: s.Delayed, Members: infos}
+		out[id] = assignment{Owned: s.Owned, Delayed: s.Delayed, Members: infos, UnitsHash: hash, Withheld: withheld}
 	}
 	return out
 }

@@ -211,7 +211,8 @@ func TestEncodingsRoundTrip(t *testing.T) {
 		t.Fatalf("got %+v\nwant %+v", got, meta)
 	}
 	a := assignment{Owned: []Unit{p("a", 0), p("a", 1000)}, Delayed: []Unit{p("a", 1000)},
-		Members: []MemberInfo{{MemberID: "m-1", WorkerID: "w1", WorkerVersion: "1", APIAddress: "h:1", Units: 2}}}
+		Members:   []MemberInfo{{MemberID: "m-1", WorkerID: "w1", WorkerVersion: "1", APIAddress: "h:1", Units: 3, Owned: []Unit{Commands()}}},
+		UnitsHash: 1 << 63, Withheld: 3}
 	if back, err := decodeAssignment(a.encode()); err != nil || !reflect.DeepEqual(back, a) {
 		t.Fatalf("assignment %+v %v", back, err)
 	}
