@@ -36,6 +36,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -111,7 +112,9 @@ func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
 		collector: newEngineCollector(slot, log),
 	}
 	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.fetches, m.fetchedPartitions, m.fetchedBytes, m.buffered, m.failures, m.retries, m.sessions, m.collector,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		// go_gc_heap_live_bytes (the heap the last GC kept) measures memory per partition.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
