@@ -229,28 +229,36 @@ func TestEncodingsRoundTrip(t *testing.T) {
 	}
 }
 
-// The leader's work in one rebalance: a fourth worker joins three that share every unit;
-// plan and encode the four assignments.
+// The leader's work in one rebalance: a new worker joins the others, which share every
+// unit; plan and encode every member's assignment. bytes/group is what the coordinator
+// stores for the generation (all assignments), bytes/member the largest assignment.
 func BenchmarkAssign(b *testing.B) {
 	for _, n := range []int{1_000, 10_000} {
 		units := make([]Unit, 0, n)
 		for i := range n / 100 {
 			units = append(units, partitions(fmt.Sprintf("topic-%d", i), 100)...)
 		}
-		members := make([]joinedMember, 4)
-		for i := range members {
-			members[i] = joinedMember{ID: fmt.Sprintf("w%d", i+1), meta: memberMetadata{Fingerprint: "f", Generation: 3}}
-		}
-		members[3].meta.Generation = -1
-		for i, u := range units {
-			members[i%3].meta.Owned = append(members[i%3].meta.Owned, u)
-		}
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			for b.Loop() {
-				for _, a := range plan(members, units, members[0].meta) {
-					a.encode()
-				}
+		for _, size := range []int{3, 10} {
+			members := make([]joinedMember, size)
+			for i := range members {
+				members[i] = joinedMember{ID: fmt.Sprintf("w%02d", i+1), meta: memberMetadata{Fingerprint: "f", Generation: 3}}
 			}
-		})
+			members[size-1].meta.Generation = -1
+			for i, u := range units {
+				members[i%(size-1)].meta.Owned = append(members[i%(size-1)].meta.Owned, u)
+			}
+			b.Run(fmt.Sprintf("units=%d/members=%d", n, size), func(b *testing.B) {
+				var group, largest int
+				for b.Loop() {
+					group, largest = 0, 0
+					for _, a := range plan(members, units, members[0].meta) {
+						size := len(a.encode())
+						group, largest = group+size, max(largest, size)
+					}
+				}
+				b.ReportMetric(float64(group), "bytes/group")
+				b.ReportMetric(float64(largest), "bytes/member")
+			})
+		}
 	}
 }
