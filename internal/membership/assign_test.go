@@ -58,6 +58,18 @@ func TestBalanceTable(t *testing.T) {
 			want:    map[string]share{"x": {Owned: []Unit{a0, a1}, Delayed: []Unit{a1}}, "z": {Owned: []Unit{a3, a2}, Delayed: []Unit{a2}}},
 		},
 		{
+			name:    "a leaving member gets nothing; what it released moves without delay",
+			members: []claim{{ID: "x", Owned: []Unit{a0, a1}}, {ID: "y", Released: []Unit{a2, a3}, Leaving: true}, {ID: "z"}},
+			units:   all,
+			want:    map[string]share{"x": {Owned: []Unit{a0, a1}}, "y": {}, "z": {Owned: []Unit{a2, a3}}},
+		},
+		{
+			name:    "when every member leaves, nobody gets anything",
+			members: []claim{{ID: "x", Released: all, Leaving: true}},
+			units:   all,
+			want:    map[string]share{"x": {}},
+		},
+		{
 			name:    "a unit claimed twice is withheld from both",
 			members: []claim{{ID: "x", Owned: []Unit{a0, a1}}, {ID: "y", Owned: []Unit{a1}}},
 			units:   []Unit{a0, a1},
@@ -201,7 +213,7 @@ func TestPlanRefusesAnotherConfiguration(t *testing.T) {
 
 func TestEncodingsRoundTrip(t *testing.T) {
 	meta := memberMetadata{WorkerID: "w1", WorkerVersion: "1.2.3", APIAddress: "10.0.0.1:8080", Fingerprint: "ab12",
-		Generation: 42, Owned: []Unit{p("b", 3), p("a", 7), Commands(), p("a", 2)}, Released: []Unit{MirrorSync("m2")}}
+		Generation: 42, Owned: []Unit{p("b", 3), p("a", 7), Commands(), p("a", 2)}, Released: []Unit{MirrorSync("m2")}, Leaving: true}
 	got, err := decodeMemberMetadata(append(meta.encode(), "fields of a later version"...))
 	if err != nil {
 		t.Fatal(err)

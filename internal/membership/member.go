@@ -130,6 +130,7 @@ type Member struct {
 	heldGen    int32 // generation of the assignment held
 	joining    bool
 	leader     bool   // this member computed the assignment held
+	leaving    bool   // Leave is handing the units over
 	unitsHash  uint64 // of the units the leader assigned (assignment.UnitsHash)
 	// rebalancing is set from the first join of a rebalance until an assignment that
 	// withholds nothing, and rebalanceStart is when that first join began (now).
@@ -305,13 +306,14 @@ func (m *Member) Generation() int32 {
 	return m.heldGen
 }
 
-// Leave stops every unit, waits for their Run to return (until ctx ends), and leaves the
-// group, so the others take the units over at the next rebalance.
+// Leave stops every unit, waits for their Run to return (until ctx ends), hands them over
+// to the other members as released, so they start them without waiting out this member's
+// lease, and leaves the group.
 func (m *Member) Leave(ctx context.Context) error {
 	m.stop()
 	<-m.done
 	m.mu.Lock()
-	id := m.memberID
+	id, others := m.memberID, len(m.members) > 1
 	waits := m.dropAllLocked(ErrLeft)
 	m.mu.Unlock()
 	for _, w := range waits {
@@ -324,7 +326,31 @@ func (m *Member) Leave(ctx context.Context) error {
 	if id == "" {
 		return nil
 	}
+	if others {
+		m.handOver(ctx)
+	}
 	return m.leaveGroup(ctx, id)
+}
+
+// handOver rejoins once more, owning nothing and saying it leaves, so that the leader gives
+// the units this member released to the others without a handover delay. Without it (it
+// fails, or the coordinator or the others are slow) they wait out this member's lease.
+func (m *Member) handOver(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Lease)
+	defer cancel()
+	m.mu.Lock()
+	m.leaving = true
+	m.mu.Unlock()
+	for ctx.Err() == nil {
+		err := m.joinAndSync(ctx)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errRejoinNow) {
+			m.cfg.Logger.Warn("membership: handing the units over before leaving failed; the others wait out this worker's lease", "group", m.cfg.Group, "err", err)
+			return
+		}
+	}
 }
 
 func (m *Member) leaveGroup(ctx context.Context, id string) error {
@@ -444,7 +470,7 @@ func (m *Member) joinAndSync(ctx context.Context) error {
 		m.rebalancing, m.rebalanceStart = true, m.now()
 	}
 	meta := memberMetadata{WorkerID: m.cfg.WorkerID, WorkerVersion: m.cfg.WorkerVersion, APIAddress: m.cfg.APIAddress,
-		Fingerprint: m.fp, Generation: m.heldGen, Owned: m.ownedLocked(), Released: m.releasedLocked()}
+		Fingerprint: m.fp, Generation: m.heldGen, Owned: m.ownedLocked(), Released: m.releasedLocked(), Leaving: m.leaving}
 	id := m.memberID
 	m.mu.Unlock()
 	defer func() {

@@ -40,6 +40,9 @@ type memberMetadata struct {
 	// Released are units the member owned and whose runners it has seen return since its
 	// last assignment: they may change hands without a handover delay.
 	Released []Unit
+	// Leaving says the member is about to leave the group: it takes no units, and hands
+	// those it released over without delay.
+	Leaving bool
 }
 
 func (m *memberMetadata) encode() []byte {
@@ -50,7 +53,8 @@ func (m *memberMetadata) encode() []byte {
 	b = kbin.AppendString(b, m.Fingerprint)
 	b = kbin.AppendInt32(b, m.Generation)
 	b = appendUnits(b, m.Owned)
-	return appendUnits(b, m.Released)
+	b = appendUnits(b, m.Released)
+	return kbin.AppendBool(b, m.Leaving)
 }
 
 var errUnreadable = errors.New("unreadable")
@@ -65,6 +69,9 @@ func decodeMemberMetadata(raw []byte) (memberMetadata, error) {
 	m.Generation = r.Int32()
 	m.Owned = readUnits(&r)
 	m.Released = readUnits(&r)
+	if len(r.Src) > 0 {
+		m.Leaving = r.Bool()
+	}
 	if !r.Ok() {
 		return m, fmt.Errorf("member metadata: %w", errUnreadable)
 	}
