@@ -178,12 +178,19 @@ func TestWorkerGroupKillOne(t *testing.T) {
 		})
 
 		// One rebalance per worker joining, and a few (two rounds each) per mirror and topic
-		// started: workers that learn of new units do not each ask for their own.
+		// started: workers that learn of new units do not each ask for their own. A worker
+		// that lost its lease (a machine too busy to answer heartbeats in time) rejoins: the
+		// bound holds only when none did.
 		gen, _ := metric(scrape(t, workers[1].URL), "kafkamirror_group_generation")
-		if gen > maxGenerations {
+		stoodDown := 0.0
+		for _, w := range workers {
+			n, _ := metric(scrape(t, w.URL), "kafkamirror_group_stood_down_total")
+			stoodDown += n
+		}
+		if gen > maxGenerations && stoodDown == 0 {
 			t.Fatalf("generation %v after three joins, a mirror and a topic, want at most %d", gen, maxGenerations)
 		}
-		t.Logf("generation %v before the kill", gen)
+		t.Logf("generation %v before the kill (%v units stood down)", gen, stoodDown)
 
 		before := []unownedSeconds{unowned(t, workers[1]), unowned(t, workers[2])}
 		workers[0].Kill()
@@ -320,6 +327,9 @@ func TestWorkerGroupRollingRestart(t *testing.T) {
 			t.Fatalf("start: %+v, %v", res, err)
 		}
 		waitTopic(t, workers[0].Client, "r", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
+		// A PREPARING on a destination topic the broker has just created may fail (retried)
+		// with NOT_LEADER_FOR_PARTITION: the restarts must add no failure.
+		baseline := failures(t, workers)
 
 		stop, produced := produceUntilStopped(prod, "events", 1000)
 		mirroring := func(what string) {
@@ -335,7 +345,10 @@ func TestWorkerGroupRollingRestart(t *testing.T) {
 		}
 		for i := range workers {
 			before := produced()
-			noFailures(t, workers)
+			if got := failures(t, workers); !slices.Equal(got, baseline) {
+				t.Fatalf("partition failures counted by each worker: %v, %v before the restarts began", got, baseline)
+			}
+			baseline[i] = 0 // its successor starts counting at 0
 			if code := workers[i].Terminate(t); code != 0 {
 				t.Fatalf("worker %d: exit code %d after SIGTERM", i, code)
 			}
@@ -349,10 +362,18 @@ func TestWorkerGroupRollingRestart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the producer: %v", err)
 		}
-		t.Logf("%d records produced while the workers restarted", n)
+		var took unownedSeconds
+		for _, w := range workers {
+			u := unowned(t, w)
+			took.count, took.sum = took.count+u.count, took.sum+u.sum
+		}
+		t.Logf("%d records produced while the workers restarted; the last workers started %d partitions, %.2f s without an owner on average",
+			n, took.count, took.sum/float64(max(took.count, 1)))
 		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
 		waitTopic(t, workers[0].Client, "r", "events", "every partition caught up", caughtUp(api.StateMirroring))
-		noFailures(t, workers)
+		if got := failures(t, workers); !slices.Equal(got, baseline) {
+			t.Fatalf("partition failures counted by the restarted workers: %v", got)
+		}
 	})
 }
 
@@ -389,14 +410,16 @@ func produceUntilStopped(cl *kgo.Client, topic string, from int) (stop func() (i
 	}, func() int { return int(n.Load()) }
 }
 
-// noFailures fails the test when a worker counted a partition going to FAILED.
-func noFailures(t *testing.T, workers []*workerProc) {
+// failures is each worker's count of partitions that went to FAILED.
+func failures(t *testing.T, workers []*workerProc) []float64 {
 	t.Helper()
+	out := make([]float64, len(workers))
 	for i, w := range workers {
 		for _, s := range scrape(t, w.URL) {
-			if s.name == "kafkamirror_partition_failures_total" && s.value > 0 {
-				t.Fatalf("worker %d counted %v partition failures %v", i, s.value, s.labels)
+			if s.name == "kafkamirror_partition_failures_total" {
+				out[i] += s.value
 			}
 		}
 	}
+	return out
 }
