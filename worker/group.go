@@ -35,6 +35,7 @@ type group struct {
 	// commandWait bounds how long a command waits for the group to have a commands owner.
 	commandWait time.Duration
 	member      atomic.Pointer[membership.Member]
+	dst         *kgo.Client // the engine's destination client, for status requests
 	eng         atomic.Pointer[mirrorengine.Engine]
 
 	// Commands are applied only while this worker owns the commands unit; cmds counts the
@@ -191,10 +192,10 @@ func (g *group) commandsOwner() string {
 
 // join joins the group once the engine is open; it returns the member, or why the group
 // refused this worker.
-func (g *group) join(ctx context.Context, cfg GroupConfig, dst *kgo.Client, e *mirrorengine.Engine, apiURL, stateTopic string) (*membership.Member, error) {
+func (g *group) join(ctx context.Context, cfg GroupConfig, cl *kgo.Client, e *mirrorengine.Engine, apiURL, stateTopic string) (*membership.Member, error) {
 	g.eng.Store(e)
 	m, err := membership.Join(ctx, membership.Config{
-		Client: dst, Group: cfg.Name, WorkerID: cfg.WorkerID, WorkerVersion: workerVersion(), APIAddress: apiURL,
+		Client: cl, Group: cfg.Name, WorkerID: cfg.WorkerID, WorkerVersion: workerVersion(), APIAddress: apiURL,
 		// Workers of one group must share the store they follow.
 		Fingerprint: "state.topic=" + stateTopic,
 		Units:       g.units, Run: g.run,
@@ -222,7 +223,7 @@ func (g *group) setWorkers(ctx context.Context, t *api.Topic) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, ownersTimeout)
 	defer cancel()
-	owners, err := m.Owners(ctx)
+	owners, err := m.Owners(ctx, g.dst)
 	if err != nil {
 		g.log.Debug("cannot name the workers of the partitions", "error", err)
 		return

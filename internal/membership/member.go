@@ -249,17 +249,18 @@ func (m *Member) Members() []MemberInfo {
 	return slices.Clone(m.members)
 }
 
-// Owners reads from the group coordinator which worker (WorkerID) holds each unit: every
-// member's assignment is stored there, while the one a member receives carries only its own
-// units. A unit moving in a rebalance under way may have no owner in the answer.
-func (m *Member) Owners(ctx context.Context) (map[Unit]string, error) {
+// Owners reads from the group coordinator, through cl, which worker (WorkerID) holds each
+// unit: every member's assignment is stored there, while the one a member receives carries
+// only its own units. A unit moving in a rebalance under way may have no owner in the answer.
+// cl is best another client than Config.Client, whose connection carries the heartbeats.
+func (m *Member) Owners(ctx context.Context, cl *kgo.Client) (map[Unit]string, error) {
 	workers := map[string]string{}
 	for _, info := range m.Members() {
 		workers[info.MemberID] = info.WorkerID
 	}
 	req := kmsg.NewPtrDescribeGroupsRequest()
 	req.Groups = []string{m.cfg.Group}
-	resp, err := req.RequestWith(ctx, m.cfg.Client)
+	resp, err := req.RequestWith(ctx, cl)
 	if err == nil && len(resp.Groups) != 1 {
 		err = fmt.Errorf("%d groups in the answer", len(resp.Groups))
 	}

@@ -345,7 +345,7 @@ func TestGroupRebalancesOnceForNewUnits(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		owners, err := ws[1].m.Owners(ctx)
+		owners, err := ws[1].m.Owners(ctx, dst.Client(t))
 		if err != nil {
 			t.Fatal(err)
 		}
