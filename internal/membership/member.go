@@ -211,6 +211,7 @@ func (m *Member) Rebalance() {
 // watchUnits asks for a rebalance when the units differ from those assigned (Rebalance).
 func (m *Member) watchUnits(ctx context.Context) {
 	var deadline time.Time // when a member that is not the leader asks itself
+	var asked uint64       // the units such a member last asked for
 	var wake <-chan time.Time
 	for {
 		select {
@@ -223,14 +224,21 @@ func (m *Member) watchUnits(ctx context.Context) {
 		m.mu.Lock()
 		leader, assigned, settled := m.leader, m.unitsHash, m.heldGen >= 0 && !m.joining
 		m.mu.Unlock()
-		switch {
-		case !settled:
+		if !settled {
 			// The join under way may use the new units already: look again after it.
 			wake = time.After(m.cfg.HeartbeatInterval)
-		case hashUnits(m.cfg.Units()) == assigned:
+			continue
+		}
+		own := hashUnits(m.cfg.Units())
+		switch {
+		case own == assigned:
+			deadline = time.Time{}
+		case !leader && own == asked:
+			// Asked once: the leader's assignment still lacks what this member sees, so
+			// another rebalance would not change it.
 			deadline = time.Time{}
 		case leader || !deadline.IsZero() && !time.Now().Before(deadline):
-			deadline = time.Time{}
+			deadline, asked = time.Time{}, own
 			m.cfg.Logger.Info("membership: the units changed; asking for a rebalance", "group", m.cfg.Group, "leader", leader)
 			m.requestRejoin()
 		default:
