@@ -214,26 +214,36 @@ func (g *group) join(ctx context.Context, cfg GroupConfig, cl *kgo.Client, e *mi
 	return m, nil
 }
 
-// setWorkers names the worker that runs each partition of t, as the group coordinator
-// knows it; left empty when it does not answer within ownersTimeout.
-func (g *group) setWorkers(ctx context.Context, t *api.Topic) {
+// owners starts reading from the group coordinator which worker runs each unit, beside the
+// caller's other requests; the returned function waits for the answer, nil when there is
+// none within ownersTimeout.
+func (g *group) owners(ctx context.Context) func() map[membership.Unit]string {
 	m := g.member.Load()
 	if m == nil {
-		return
+		return func() map[membership.Unit]string { return nil }
 	}
-	ctx, cancel := context.WithTimeout(ctx, ownersTimeout)
-	defer cancel()
-	owners, err := m.Owners(ctx, g.dst)
-	if err != nil {
-		g.log.Debug("cannot name the workers of the partitions", "error", err)
-		return
-	}
+	answer := make(chan map[membership.Unit]string, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, ownersTimeout)
+		defer cancel()
+		owners, err := m.Owners(ctx, g.dst)
+		if err != nil {
+			g.log.Debug("cannot name the workers of the partitions", "error", err)
+		}
+		answer <- owners
+	}()
+	return func() map[membership.Unit]string { return <-answer }
+}
+
+// setWorkers names the worker that runs each partition of t (owners).
+func setWorkers(t *api.Topic, owners map[membership.Unit]string) {
 	for i := range t.Partitions {
 		t.Partitions[i].Worker = owners[membership.Partition(t.Mirror, t.Topic, t.Partitions[i].Partition)]
 	}
 }
 
-// ownersTimeout bounds the group coordinator's answer to a describe.
+// ownersTimeout bounds the group coordinator's answer to a describe, below the describe's
+// own bound per cluster.
 const ownersTimeout = 2 * time.Second
 
 // notReady is why this worker is not a serving member of the group, "" when it is.
