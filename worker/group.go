@@ -35,6 +35,7 @@ type group struct {
 	// commandWait bounds how long a command waits for the group to have a commands owner.
 	commandWait time.Duration
 	member      atomic.Pointer[membership.Member]
+	dst         *kgo.Client // the engine's destination client, for status requests
 	eng         atomic.Pointer[mirrorengine.Engine]
 
 	// Commands are applied only while this worker owns the commands unit; cmds counts the
@@ -44,13 +45,19 @@ type group struct {
 	cmds     sync.WaitGroup
 
 	stoodDown prometheus.Counter
+	unowned   *prometheus.HistogramVec
 }
 
 func newGroup(log *slog.Logger, commandWait time.Duration) *group {
 	return &group{log: log, commandWait: commandWait, stoodDown: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kafkamirror_group_stood_down_total",
 		Help: "Units this worker stopped because it could no longer prove it owned them (lease expired, fenced): the group may have moved them.",
-	})}
+	}), unowned: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kafkamirror_group_unowned_seconds",
+		Help: "For each unit this worker started, how long it had no owner: from the start of the rebalance that moved it here " +
+			"(for a unit whose owner died, after the coordinator noticed, at most the session timeout later) to its start.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14), // 10 ms to 80 s
+	}, []string{"kind"})}
 }
 
 var (
@@ -67,11 +74,13 @@ func (g *group) Describe(ch chan<- *prometheus.Desc) {
 	ch <- groupMembersDesc
 	ch <- groupGenerationDesc
 	g.stoodDown.Describe(ch)
+	g.unowned.Describe(ch)
 }
 
 // Collect implements prometheus.Collector; before the first assignment only the counter.
 func (g *group) Collect(ch chan<- prometheus.Metric) {
 	g.stoodDown.Collect(ch)
+	g.unowned.Collect(ch)
 	m := g.member.Load()
 	if m == nil {
 		return
@@ -183,13 +192,16 @@ func (g *group) commandsOwner() string {
 
 // join joins the group once the engine is open; it returns the member, or why the group
 // refused this worker.
-func (g *group) join(ctx context.Context, cfg GroupConfig, dst *kgo.Client, e *mirrorengine.Engine, apiURL, stateTopic string) (*membership.Member, error) {
+func (g *group) join(ctx context.Context, cfg GroupConfig, cl *kgo.Client, e *mirrorengine.Engine, apiURL, stateTopic string) (*membership.Member, error) {
 	g.eng.Store(e)
 	m, err := membership.Join(ctx, membership.Config{
-		Client: dst, Group: cfg.Name, WorkerID: cfg.WorkerID, WorkerVersion: workerVersion(), APIAddress: apiURL,
+		Client: cl, Group: cfg.Name, WorkerID: cfg.WorkerID, WorkerVersion: workerVersion(), APIAddress: apiURL,
 		// Workers of one group must share the store they follow.
 		Fingerprint: "state.topic=" + stateTopic,
 		Units:       g.units, Run: g.run,
+		Started: func(u membership.Unit, unowned time.Duration) {
+			g.unowned.WithLabelValues(u.Kind.String()).Observe(unowned.Seconds())
+		},
 		SessionTimeout: cfg.SessionTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
 		Logger: g.log,
 	})
@@ -202,22 +214,37 @@ func (g *group) join(ctx context.Context, cfg GroupConfig, dst *kgo.Client, e *m
 	return m, nil
 }
 
-// setWorkers names the worker that runs each partition of t.
-func (g *group) setWorkers(t *api.Topic) {
+// owners starts reading from the group coordinator which worker runs each unit, beside the
+// caller's other requests; the returned function waits for the answer, nil when there is
+// none within ownersTimeout.
+func (g *group) owners(ctx context.Context) func() map[membership.Unit]string {
 	m := g.member.Load()
 	if m == nil {
-		return
+		return func() map[membership.Unit]string { return nil }
 	}
-	byUnit := map[membership.Unit]string{}
-	for _, info := range m.Members() {
-		for _, u := range info.Owned {
-			byUnit[u] = info.WorkerID
+	answer := make(chan map[membership.Unit]string, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, ownersTimeout)
+		defer cancel()
+		owners, err := m.Owners(ctx, g.dst)
+		if err != nil {
+			g.log.Debug("cannot name the workers of the partitions", "error", err)
 		}
-	}
+		answer <- owners
+	}()
+	return func() map[membership.Unit]string { return <-answer }
+}
+
+// setWorkers names the worker that runs each partition of t (owners).
+func setWorkers(t *api.Topic, owners map[membership.Unit]string) {
 	for i := range t.Partitions {
-		t.Partitions[i].Worker = byUnit[membership.Partition(t.Mirror, t.Topic, t.Partitions[i].Partition)]
+		t.Partitions[i].Worker = owners[membership.Partition(t.Mirror, t.Topic, t.Partitions[i].Partition)]
 	}
 }
+
+// ownersTimeout bounds the group coordinator's answer to a describe, below the describe's
+// own bound per cluster.
+const ownersTimeout = 2 * time.Second
 
 // notReady is why this worker is not a serving member of the group, "" when it is.
 func (g *group) notReady() string {
@@ -270,11 +297,11 @@ func (s *server) getGroup(w http.ResponseWriter, _ *http.Request, _ engineAPI) e
 	}
 	out := api.Group{Name: s.group.name, Generation: m.Generation(), Members: []api.GroupMember{}}
 	for _, info := range m.Members() {
-		gm := api.GroupMember{WorkerID: info.WorkerID, Version: info.WorkerVersion, APIURL: info.APIAddress, MirrorSyncs: []string{}}
+		// Members name their mirror-level units; the rest of their units are partitions.
+		gm := api.GroupMember{WorkerID: info.WorkerID, Version: info.WorkerVersion, APIURL: info.APIAddress, MirrorSyncs: []string{},
+			Partitions: info.Units - len(info.Owned)}
 		for _, u := range info.Owned {
 			switch u.Kind {
-			case membership.KindPartition:
-				gm.Partitions++
 			case membership.KindMirrorSync:
 				gm.MirrorSyncs = append(gm.MirrorSyncs, u.Mirror)
 			case membership.KindCommands:

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -82,12 +84,13 @@ func localStates(t *testing.T, w *workerProc) map[string]float64 {
 }
 
 // TestWorkerGroupKillOne runs three workers on one destination: the partitions spread over
-// them, commands given to any worker apply once, and when one worker is SIGKILLed its
-// partitions are MIRRORING on the others within the session timeout plus a few seconds,
-// with logs identical to the source's.
+// them in a few rebalances, commands given to any worker apply once, and when one worker is
+// SIGKILLed its partitions are MIRRORING on the others within the session timeout plus a few
+// seconds, the others report how long those partitions went without an owner, and the logs
+// are identical to the source's.
 func TestWorkerGroupKillOne(t *testing.T) {
 	t.Parallel()
-	const partitions = 120
+	const partitions = 300
 	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
 		prod, workers := startGroup(t, src, dst, partitions, 3)
 		ctx := ctxT(t)
@@ -176,6 +179,22 @@ func TestWorkerGroupKillOne(t *testing.T) {
 			return named, out
 		})
 
+		// One rebalance per worker joining, and a few (two rounds each) per mirror and topic
+		// started: workers that learn of new units do not each ask for their own. A worker
+		// that lost its lease (a machine too busy to answer heartbeats in time) rejoins: the
+		// bound holds only when none did.
+		gen, _ := metric(scrape(t, workers[1].URL), "kafkamirror_group_generation")
+		stoodDown := 0.0
+		for _, w := range workers {
+			n, _ := metric(scrape(t, w.URL), "kafkamirror_group_stood_down_total")
+			stoodDown += n
+		}
+		if gen > maxGenerations && stoodDown == 0 {
+			t.Fatalf("generation %v after three joins, a mirror and a topic, want at most %d", gen, maxGenerations)
+		}
+		t.Logf("generation %v before the kill (%v units stood down)", gen, stoodDown)
+
+		before := []unownedSeconds{unowned(t, workers[1]), unowned(t, workers[2])}
 		workers[0].Kill()
 		<-workers[0].Done()
 		killed := time.Now()
@@ -184,6 +203,18 @@ func TestWorkerGroupKillOne(t *testing.T) {
 			return a+b == partitions, fmt.Sprintf("MIRRORING: %v + %v", a, b)
 		})
 		t.Logf("the dead worker's partitions were MIRRORING on the others %v after the kill", time.Since(killed).Round(100*time.Millisecond))
+		var took unownedSeconds
+		for i, w := range workers[1:] {
+			after := unowned(t, w)
+			took.count += after.count - before[i].count
+			took.sum += after.sum - before[i].sum
+			took.within += after.within - before[i].within
+		}
+		if took.count < partitions/3-1 || took.sum == 0 || took.within != took.count {
+			t.Fatalf("time without an owner of the partitions taken over: %d started, %.1f s in all, %d within %v s; want at least %d, more than 0 s, all within",
+				took.count, took.sum, took.within, unownedBound, partitions/3-1)
+		}
+		t.Logf("the %d partitions taken over went %.2f s without an owner on average", took.count, took.sum/float64(took.count))
 		produce(t, prod, "events", 1000, 2000)
 		waitTopic(t, workers[1].Client, "g", "events", "every partition caught up on the two workers left", caughtUp(api.StateMirroring))
 		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
@@ -206,6 +237,30 @@ func TestWorkerGroupKillOne(t *testing.T) {
 		waitTopic(t, workers[1].Client, "g", "events", "every partition MIRRORING again with lag 0", caughtUp(api.StateMirroring))
 		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
 	})
+}
+
+// maxGenerations bounds the group's generation in TestWorkerGroupKillOne before the kill.
+const maxGenerations = 8
+
+// unownedBound bounds a partition's time without an owner as its new owner measures it: the
+// lease (60% of the session timeout) plus a rebalance (kafkamirror_group_unowned_seconds's
+// bucket boundary above groupSession+lease+2s).
+const unownedBound = "5.12"
+
+// unownedSeconds is a worker's kafkamirror_group_unowned_seconds for partitions: how many it
+// started, their seconds in all, and how many within unownedBound.
+type unownedSeconds struct {
+	count, within int
+	sum           float64
+}
+
+func unowned(t *testing.T, w *workerProc) unownedSeconds {
+	t.Helper()
+	samples := scrape(t, w.URL)
+	count, _ := metric(samples, "kafkamirror_group_unowned_seconds_count", "kind", "partition")
+	sum, _ := metric(samples, "kafkamirror_group_unowned_seconds_sum", "kind", "partition")
+	within, _ := metric(samples, "kafkamirror_group_unowned_seconds_bucket", "kind", "partition", "le", unownedBound)
+	return unownedSeconds{count: int(count), within: int(within), sum: sum}
 }
 
 // TestWorkerGroupZombie pauses a worker (SIGSTOP) past its session timeout while data flows:
@@ -258,8 +313,9 @@ func TestWorkerGroupZombie(t *testing.T) {
 }
 
 // TestWorkerGroupRollingRestart restarts the three workers one after the other (SIGTERM, then
-// a new process) while records flow: each one hands its partitions over as it leaves, no
-// partition FAILS, and the logs end identical.
+// a new process) while a producer writes all the time: each one hands its partitions over as
+// it leaves, no partition FAILS at any moment (each worker's failure counter stays 0 until it
+// stops), and the logs end identical.
 func TestWorkerGroupRollingRestart(t *testing.T) {
 	t.Parallel()
 	const partitions = 30
@@ -273,24 +329,99 @@ func TestWorkerGroupRollingRestart(t *testing.T) {
 			t.Fatalf("start: %+v, %v", res, err)
 		}
 		waitTopic(t, workers[0].Client, "r", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
+		// A PREPARING on a destination topic the broker has just created may fail (retried)
+		// with NOT_LEADER_FOR_PARTITION: the restarts must add no failure.
+		baseline := failures(t, workers)
 
-		next := 1000
+		stop, produced := produceUntilStopped(prod, "events", 1000)
+		mirroring := func(what string) {
+			waitFor(t, groupSession+30*time.Second, what, func() (bool, string) {
+				var counts []float64
+				total := 0.0
+				for _, w := range workers {
+					n := localStates(t, w)[api.StateMirroring]
+					counts, total = append(counts, n), total+n
+				}
+				return total == partitions, fmt.Sprintf("MIRRORING per worker: %v", counts)
+			})
+		}
 		for i := range workers {
-			produce(t, prod, "events", next, 300)
-			next += 300
+			before := produced()
+			if got := failures(t, workers); !slices.Equal(got, baseline) {
+				t.Fatalf("partition failures counted by each worker: %v, %v before the restarts began", got, baseline)
+			}
+			baseline[i] = 0 // its successor starts counting at 0
 			if code := workers[i].Terminate(t); code != 0 {
 				t.Fatalf("worker %d: exit code %d after SIGTERM", i, code)
 			}
-			produce(t, prod, "events", next, 300)
-			next += 300
 			workers[i] = startWorker(t, groupEnv(dst))
-			waitTopic(t, workers[i].Client, "r", "events", "every partition MIRRORING with lag 0 after restarting a worker", caughtUp(api.StateMirroring))
+			mirroring(fmt.Sprintf("every partition MIRRORING on a worker after restarting worker %d", i))
+			waitFor(t, 30*time.Second, "records produced during the restart", func() (bool, string) {
+				return produced() > before, fmt.Sprintf("%d records", produced())
+			})
 		}
+		n, err := stop()
+		if err != nil {
+			t.Fatalf("the producer: %v", err)
+		}
+		var took unownedSeconds
+		for _, w := range workers {
+			u := unowned(t, w)
+			took.count, took.sum = took.count+u.count, took.sum+u.sum
+		}
+		t.Logf("%d records produced while the workers restarted; the last workers started %d partitions, %.2f s without an owner on average",
+			n, took.count, took.sum/float64(max(took.count, 1)))
 		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
-		for i, w := range workers {
-			if n := localStates(t, w)[api.StateFailed]; n > 0 {
-				t.Fatalf("worker %d runs %v FAILED partitions", i, n)
-			}
+		waitTopic(t, workers[0].Client, "r", "events", "every partition caught up", caughtUp(api.StateMirroring))
+		if got := failures(t, workers); !slices.Equal(got, baseline) {
+			t.Fatalf("partition failures counted by the restarted workers: %v", got)
 		}
 	})
+}
+
+// produceUntilStopped writes keyed records to topic, from the key index from on, in small
+// batches until stop is called; produced counts the records acknowledged, and stop returns
+// their number and the first error.
+func produceUntilStopped(cl *kgo.Client, topic string, from int) (stop func() (int, error), produced func() int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		for k := from; ctx.Err() == nil; k += 10 {
+			recs := make([]*kgo.Record, 10)
+			for i := range recs {
+				recs[i] = &kgo.Record{Topic: topic, Key: []byte("key-" + strconv.Itoa((k+i)%17)), Value: []byte("value-" + strconv.Itoa(k+i))}
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+			err := cl.ProduceSync(pctx, recs...).FirstErr()
+			pcancel()
+			if err != nil && ctx.Err() == nil {
+				done <- err
+				return
+			}
+			if err == nil {
+				n.Add(int64(len(recs)))
+			}
+		}
+		done <- nil
+	}()
+	return func() (int, error) {
+		cancel()
+		err := <-done
+		return int(n.Load()), err
+	}, func() int { return int(n.Load()) }
+}
+
+// failures is each worker's count of partitions that went to FAILED.
+func failures(t *testing.T, workers []*workerProc) []float64 {
+	t.Helper()
+	out := make([]float64, len(workers))
+	for i, w := range workers {
+		for _, s := range scrape(t, w.URL) {
+			if s.name == "kafkamirror_partition_failures_total" {
+				out[i] += s.value
+			}
+		}
+	}
+	return out
 }

@@ -30,6 +30,7 @@ package main
 //	kafkamirror_group_owned_units{kind}                     units this worker owns in its group
 //	kafkamirror_group_members, kafkamirror_group_generation the group as this worker sees it
 //	kafkamirror_group_stood_down_total                      units stopped for lost ownership
+//	kafkamirror_group_unowned_seconds{kind}                 time without an owner of each unit started here
 //
 // In a group of several workers the partition state and stalled gauges count the partitions
 // this worker runs (sum them over the workers); the lag gauges cover every partition.
@@ -38,6 +39,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -125,7 +127,9 @@ func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
 		collector: newEngineCollector(slot, log),
 	}
 	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.fetches, m.fetchedPartitions, m.fetchedBytes, m.buffered, m.produces, m.producedParts, m.producedBytes, m.failures, m.retries, m.sessions, m.collector,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		// go_gc_heap_live_bytes (the heap the last GC kept) measures memory per partition.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -208,6 +208,15 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 		return 1
 	}
 	defer dst.Close()
+	// The group's heartbeats prove this worker's leases: on a client of their own they never
+	// wait behind the engine's requests (a broker answers one request per connection at a
+	// time), which a busy worker could otherwise make last longer than a lease.
+	grpClient, err := kgo.NewClient(append(opts, kgo.ClientID("kafkamirror-worker-group"))...)
+	if err != nil {
+		log.Error("creating the destination client failed", "error", err)
+		return 1
+	}
+	defer grpClient.Close()
 
 	log.Info("kafkamirror worker starting",
 		"destination", strings.Join(cfg.Destination.BootstrapServers, ","),
@@ -218,6 +227,7 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 	slot := &engineSlot{}
 	m := newMetrics(slot, log)
 	grp := newGroup(log, 2*cfg.Group.SessionTimeout)
+	grp.dst = dst
 	m.reg.MustRegister(grp)
 	srv := newServer(cfg.API.Token, sealer != nil, log, slot, m.handler(log))
 	srv.group = grp
@@ -264,7 +274,7 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 			Observer:   m,
 			Placement:  grp,
 		}, slot, log)
-		if e != nil && !joinGroup(runCtx, grp, cfg, dst, e, apiURL, slot, log) {
+		if e != nil && !joinGroup(runCtx, grp, cfg, grpClient, e, apiURL, slot, log) {
 			e.Close()
 			e = nil
 		}

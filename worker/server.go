@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
@@ -564,14 +565,18 @@ func (s *server) getTopic(w http.ResponseWriter, r *http.Request, e engineAPI) e
 	if err != nil {
 		return err
 	}
+	var owners func() map[membership.Unit]string
+	if s.group != nil {
+		owners = s.group.owners(r.Context())
+	}
 	d, err := e.DescribeMirrorTopic(r.Context(), name, r.PathValue("topic"))
 	if err != nil {
 		return err
 	}
 	t := topicToAPI(d)
 	t.Owner, _ = e.TopicOwner(d.Topic)
-	if s.group != nil {
-		s.group.setWorkers(&t)
+	if owners != nil {
+		setWorkers(&t, owners())
 	}
 	writeJSON(w, http.StatusOK, t)
 	return nil

@@ -11,6 +11,7 @@ type claim struct {
 	ID       string
 	Owned    []Unit
 	Released []Unit
+	Leaving  bool // it gets no units
 }
 
 // share is what balance gives one member.
@@ -30,7 +31,8 @@ type share struct {
 //     triggers the second round;
 //   - a unit nobody holds goes to the member with the fewest units that is below its quota
 //     (ties: member ID), in unit order, so a new topic's partitions spread out; it is Delayed
-//     unless a member reported it released.
+//     unless a member reported it released;
+//   - a leaving member gets nothing: what it released goes to the others without delay.
 //
 // Held units no longer in units are simply not given back: their holders stop them.
 func balance(members []claim, units []Unit) map[string]share {
@@ -63,14 +65,16 @@ func balance(members []claim, units []Unit) map[string]share {
 		}
 	}
 
-	// Quotas: the ⌈T/n⌉ places go to the members holding the most.
-	n, total := len(members), len(want)
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
+	// Quotas: the ⌈T/n⌉ places go to the members holding the most; none to a leaving one.
+	var order []int
+	for i, m := range members {
+		if !m.Leaving {
+			order = append(order, i)
+		}
 	}
+	n, total := len(order), len(want)
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(len(held[b]), len(held[a])) })
-	quota := make([]int, n)
+	quota := make([]int, len(members))
 	for rank, i := range order {
 		quota[i] = total / n
 		if rank < total%n {
@@ -78,8 +82,8 @@ func balance(members []claim, units []Unit) map[string]share {
 		}
 	}
 
-	out := make(map[string]share, n)
-	owned := make([][]Unit, n)
+	out := make(map[string]share, len(members))
+	owned := make([][]Unit, len(members))
 	for i := range members {
 		// Mirror-level work is kept before partitions: moving a mirror's sync or the commands
 		// costs more than moving one partition.
@@ -95,13 +99,16 @@ func balance(members []claim, units []Unit) map[string]share {
 		}
 	}
 	slices.SortFunc(free, compareUnits)
-	delayed := make([][]Unit, n)
+	delayed := make([][]Unit, len(members))
 	for _, u := range free {
 		best := -1
 		for i := range members {
 			if len(owned[i]) < quota[i] && (best < 0 || len(owned[i]) < len(owned[best])) {
 				best = i
 			}
+		}
+		if best < 0 {
+			break // every member is leaving
 		}
 		owned[best] = append(owned[best], u)
 		if _, ok := released[u]; !ok {
@@ -119,6 +126,7 @@ func balance(members []claim, units []Unit) map[string]share {
 // metadata, whose fingerprint rules when no member holds an assignment yet.
 func plan(members []joinedMember, units []Unit, self memberMetadata) map[string]assignment {
 	slices.SortFunc(members, func(a, b joinedMember) int { return cmp.Compare(a.ID, b.ID) })
+	units = slices.CompactFunc(slices.SortedFunc(slices.Values(units), compareUnits), func(a, b Unit) bool { return a == b })
 	out := make(map[string]assignment, len(members))
 	// The reference is the configuration of the members already serving (the newest
 	// generation held), so a newcomer with another configuration is the one refused, whoever
@@ -139,7 +147,7 @@ func plan(members []joinedMember, units []Unit, self memberMetadata) map[string]
 			out[m.ID] = assignment{Refused: fmt.Sprintf("configuration fingerprint %s differs from the group's %s (worker %s, version %s, serving since generation %d): every worker of a destination must share its settings",
 				m.meta.Fingerprint, ref.Fingerprint, ref.WorkerID, ref.WorkerVersion, refGen)}
 		default:
-			accepted = append(accepted, claim{ID: m.ID, Owned: m.meta.Owned, Released: m.meta.Released})
+			accepted = append(accepted, claim{ID: m.ID, Owned: m.meta.Owned, Released: m.meta.Released, Leaving: m.meta.Leaving})
 			infos = append(infos, MemberInfo{MemberID: m.ID, WorkerID: m.meta.WorkerID,
 				WorkerVersion: m.meta.WorkerVersion, APIAddress: m.meta.APIAddress})
 		}
@@ -148,12 +156,20 @@ func plan(members []joinedMember, units []Unit, self memberMetadata) map[string]
 		return out
 	}
 	shares := balance(accepted, units)
+	withheld := int32(len(units))
 	for i := range infos {
-		infos[i].Owned = shares[infos[i].MemberID].Owned
-		infos[i].Units = len(infos[i].Owned)
+		owned := shares[infos[i].MemberID].Owned
+		infos[i].Units = len(owned)
+		withheld -= int32(len(owned))
+		for _, u := range owned {
+			if u.Kind != KindPartition {
+				infos[i].Owned = append(infos[i].Owned, u)
+			}
+		}
 	}
+	hash := hashUnits(units)
 	for id, s := range shares {
-		out[id] = assignment{Owned: s.Owned, Delayed: s.Delayed, Members: infos}
+		out[id] = assignment{Owned: s.Owned, Delayed: s.Delayed, Members: infos, UnitsHash: hash, Withheld: withheld}
 	}
 	return out
 }

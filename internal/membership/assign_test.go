@@ -58,6 +58,18 @@ func TestBalanceTable(t *testing.T) {
 			want:    map[string]share{"x": {Owned: []Unit{a0, a1}, Delayed: []Unit{a1}}, "z": {Owned: []Unit{a3, a2}, Delayed: []Unit{a2}}},
 		},
 		{
+			name:    "a leaving member gets nothing; what it released moves without delay",
+			members: []claim{{ID: "x", Owned: []Unit{a0, a1}}, {ID: "y", Released: []Unit{a2, a3}, Leaving: true}, {ID: "z"}},
+			units:   all,
+			want:    map[string]share{"x": {Owned: []Unit{a0, a1}}, "y": {}, "z": {Owned: []Unit{a2, a3}}},
+		},
+		{
+			name:    "when every member leaves, nobody gets anything",
+			members: []claim{{ID: "x", Released: all, Leaving: true}},
+			units:   all,
+			want:    map[string]share{"x": {}},
+		},
+		{
 			name:    "a unit claimed twice is withheld from both",
 			members: []claim{{ID: "x", Owned: []Unit{a0, a1}}, {ID: "y", Owned: []Unit{a1}}},
 			units:   []Unit{a0, a1},
@@ -201,7 +213,7 @@ func TestPlanRefusesAnotherConfiguration(t *testing.T) {
 
 func TestEncodingsRoundTrip(t *testing.T) {
 	meta := memberMetadata{WorkerID: "w1", WorkerVersion: "1.2.3", APIAddress: "10.0.0.1:8080", Fingerprint: "ab12",
-		Generation: 42, Owned: []Unit{p("b", 3), p("a", 7), Commands(), p("a", 2)}, Released: []Unit{MirrorSync("m2")}}
+		Generation: 42, Owned: []Unit{p("b", 3), p("a", 7), Commands(), p("a", 2)}, Released: []Unit{MirrorSync("m2")}, Leaving: true}
 	got, err := decodeMemberMetadata(append(meta.encode(), "fields of a later version"...))
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +223,8 @@ func TestEncodingsRoundTrip(t *testing.T) {
 		t.Fatalf("got %+v\nwant %+v", got, meta)
 	}
 	a := assignment{Owned: []Unit{p("a", 0), p("a", 1000)}, Delayed: []Unit{p("a", 1000)},
-		Members: []MemberInfo{{MemberID: "m-1", WorkerID: "w1", WorkerVersion: "1", APIAddress: "h:1", Units: 2}}}
+		Members:   []MemberInfo{{MemberID: "m-1", WorkerID: "w1", WorkerVersion: "1", APIAddress: "h:1", Units: 3, Owned: []Unit{Commands()}}},
+		UnitsHash: 1 << 63, Withheld: 3}
 	if back, err := decodeAssignment(a.encode()); err != nil || !reflect.DeepEqual(back, a) {
 		t.Fatalf("assignment %+v %v", back, err)
 	}
@@ -228,28 +241,36 @@ func TestEncodingsRoundTrip(t *testing.T) {
 	}
 }
 
-// The leader's work in one rebalance: a fourth worker joins three that share every unit;
-// plan and encode the four assignments.
+// The leader's work in one rebalance: a new worker joins the others, which share every
+// unit; plan and encode every member's assignment. bytes/group is what the coordinator
+// stores for the generation (all assignments), bytes/member the largest assignment.
 func BenchmarkAssign(b *testing.B) {
 	for _, n := range []int{1_000, 10_000} {
 		units := make([]Unit, 0, n)
 		for i := range n / 100 {
 			units = append(units, partitions(fmt.Sprintf("topic-%d", i), 100)...)
 		}
-		members := make([]joinedMember, 4)
-		for i := range members {
-			members[i] = joinedMember{ID: fmt.Sprintf("w%d", i+1), meta: memberMetadata{Fingerprint: "f", Generation: 3}}
-		}
-		members[3].meta.Generation = -1
-		for i, u := range units {
-			members[i%3].meta.Owned = append(members[i%3].meta.Owned, u)
-		}
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			for b.Loop() {
-				for _, a := range plan(members, units, members[0].meta) {
-					a.encode()
-				}
+		for _, size := range []int{3, 10} {
+			members := make([]joinedMember, size)
+			for i := range members {
+				members[i] = joinedMember{ID: fmt.Sprintf("w%02d", i+1), meta: memberMetadata{Fingerprint: "f", Generation: 3}}
 			}
-		})
+			members[size-1].meta.Generation = -1
+			for i, u := range units {
+				members[i%(size-1)].meta.Owned = append(members[i%(size-1)].meta.Owned, u)
+			}
+			b.Run(fmt.Sprintf("units=%d/members=%d", n, size), func(b *testing.B) {
+				var group, largest int
+				for b.Loop() {
+					group, largest = 0, 0
+					for _, a := range plan(members, units, members[0].meta) {
+						size := len(a.encode())
+						group, largest = group+size, max(largest, size)
+					}
+				}
+				b.ReportMetric(float64(group), "bytes/group")
+				b.ReportMetric(float64(largest), "bytes/member")
+			})
+		}
 	}
 }

@@ -28,6 +28,21 @@
 // A unit that nobody reports released (its holder died, or left, or lost its lease) is given
 // in round one, Delayed: the new owner waits out the old owner's lease first.
 //
+// A member's assignment carries its own units, the group's members with their counts and
+// mirror-level units (to find the owner of Commands), a hash of the units the leader
+// assigned, and how many units it withheld: the group's assignments, which the coordinator
+// stores in one record, grow with the units, not with units × members. Who runs a
+// partition is read back from the coordinator (DescribeGroups: Owners).
+//
+// # When to rebalance
+//
+// Only a change the leader does not know yet is worth a rebalance. Rebalance compares the
+// member's units with the hash of those the leader assigned: the leader asks at once; another
+// member only when the difference lasts UnitsGrace, since the leader follows the same store
+// and normally asks first. A member whose heartbeat learns of a rebalance joins it once:
+// requests to rejoin made before or during a join are answered by that join (left pending,
+// each would start the next rebalance, and the group would never settle).
+//
 // # Leases: never two writers
 //
 // Each owned unit has a context (Config.Run's ctx) that ends when the member can no longer
@@ -63,10 +78,11 @@
 // mirrored partition of __mirror_state, one MirrorSync per mirror and Commands, and Run
 // starting the matching runner with the unit's context: a partition runner stops producing
 // when the context ends (checking ctx.Err before each produce) and Run returns once no write is
-// outstanding. It calls Rebalance when its view of __mirror_state adds or removes units. A
+// outstanding. It calls Rebalance whenever its view of __mirror_state may add or remove
+// units, and observes Started (a unit's time without an owner) in its metrics. A
 // command that changes __mirror_state is applied by the owner of Commands: a worker that does
 // not own it forwards the request to the owner's APIAddress (Members), and the owner serialises
 // commands as today; an owner change mid-command is covered by the state epoch of partition
-// records (conditional writes). Describe works on any worker from __mirror_state; Members
-// shows who owns how much. A single worker is a group of one.
+// records (conditional writes). Describe works on any worker from __mirror_state and Owners;
+// Members shows who owns how much. A single worker is a group of one.
 package membership

@@ -44,6 +44,15 @@ type Config struct {
 	// any handover delay) until ctx ends (see context.Cause for why). Run must return only
 	// once it has no write outstanding: its return is what lets the next owner start at once.
 	Run func(ctx context.Context, u Unit)
+	// Started, when set, is called as a unit's Run starts with how long the unit went without
+	// an owner as far as this member can tell: since the start of the rebalance that moved
+	// it here (its first round, when it took two). The time the coordinator took to notice a
+	// dead owner before that rebalance, at most SessionTimeout, is not seen by anyone alive.
+	Started func(u Unit, unowned time.Duration)
+	// UnitsGrace is how long a member that is not the leader waits before asking for a
+	// rebalance because its units differ from those the leader assigned: the leader follows
+	// the same store and normally asks first, so one change costs one rebalance. Default 5s.
+	UnitsGrace time.Duration
 
 	SessionTimeout    time.Duration // default 10s; the coordinator's group.min/max.session.timeout.ms bound it
 	RebalanceTimeout  time.Duration // default 30s
@@ -75,6 +84,9 @@ func (c *Config) validate() error {
 	}
 	if c.Lease == 0 {
 		c.Lease = c.SessionTimeout * 6 / 10
+	}
+	if c.UnitsGrace == 0 {
+		c.UnitsGrace = 5 * time.Second
 	}
 	if c.Lease >= c.SessionTimeout || c.Lease < 2*c.HeartbeatInterval {
 		return fmt.Errorf("membership: lease %v must be shorter than the session timeout %v and at least two heartbeat intervals (%v)",
@@ -117,17 +129,25 @@ type Member struct {
 	generation int32 // the coordinator generation joined; -1 before the first join
 	heldGen    int32 // generation of the assignment held
 	joining    bool
-	units      map[Unit]*held
-	stopping   map[Unit]*held // stopped, Run not yet returned
-	released   map[Unit]struct{}
-	members    []MemberInfo
-	first      chan struct{} // closed at the first assignment
-	firstDone  bool
+	leader     bool   // this member computed the assignment held
+	leaving    bool   // Leave is handing the units over
+	unitsHash  uint64 // of the units the leader assigned (assignment.UnitsHash)
+	// rebalancing is set from the first join of a rebalance until an assignment that
+	// withholds nothing, and rebalanceStart is when that first join began (now).
+	rebalancing    bool
+	rebalanceStart int64
+	units          map[Unit]*held
+	stopping       map[Unit]*held // stopped, Run not yet returned
+	released       map[Unit]struct{}
+	members        []MemberInfo
+	first          chan struct{} // closed at the first assignment
+	firstDone      bool
 
-	rejoin chan struct{}
-	stop   context.CancelFunc
-	done   chan struct{}
-	err    error // why the member stopped on its own
+	rejoin  chan struct{}
+	changed chan struct{} // Rebalance: the units may have changed
+	stop    context.CancelFunc
+	done    chan struct{}
+	err     error // why the member stopped on its own
 }
 
 // held is one owned unit.
@@ -147,7 +167,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	m := &Member{cfg: cfg, fp: cfg.fingerprint(), epoch: time.Now(), generation: -1, heldGen: -1,
 		units: map[Unit]*held{}, stopping: map[Unit]*held{}, released: map[Unit]struct{}{},
-		first: make(chan struct{}), rejoin: make(chan struct{}, 1), done: make(chan struct{})}
+		first: make(chan struct{}), rejoin: make(chan struct{}, 1), changed: make(chan struct{}, 1), done: make(chan struct{})}
 	m.leaseTimer = time.AfterFunc(time.Hour, m.onLeaseTimer)
 	m.leaseTimer.Stop()
 	runCtx, stop := context.WithCancel(context.Background())
@@ -177,14 +197,104 @@ func (m *Member) Err() error {
 	}
 }
 
-// Rebalance asks for a new assignment (the set of units changed).
-func (m *Member) Rebalance() { m.requestRejoin() }
+// Rebalance says that the units may have changed. Only a difference from the units the
+// leader assigned last leads to a rebalance, asked for at once by the leader and after
+// UnitsGrace by another member (see Config.UnitsGrace). It only takes note: Units is called
+// later, from another goroutine.
+func (m *Member) Rebalance() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// watchUnits asks for a rebalance when the units differ from those assigned (Rebalance).
+func (m *Member) watchUnits(ctx context.Context) {
+	var deadline time.Time // when a member that is not the leader asks itself
+	var asked uint64       // the units such a member last asked for
+	var wake <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.changed:
+		case <-wake:
+			wake = nil
+		}
+		m.mu.Lock()
+		leader, assigned, settled := m.leader, m.unitsHash, m.heldGen >= 0 && !m.joining
+		m.mu.Unlock()
+		if !settled {
+			// The join under way may use the new units already: look again after it.
+			wake = time.After(m.cfg.HeartbeatInterval)
+			continue
+		}
+		own := hashUnits(m.cfg.Units())
+		switch {
+		case own == assigned:
+			deadline = time.Time{}
+		case !leader && own == asked:
+			// Asked once: the leader's assignment still lacks what this member sees, so
+			// another rebalance would not change it.
+			deadline = time.Time{}
+		case leader || !deadline.IsZero() && !time.Now().Before(deadline):
+			deadline, asked = time.Time{}, own
+			m.cfg.Logger.Info("membership: the units changed; asking for a rebalance", "group", m.cfg.Group, "leader", leader)
+			m.requestRejoin()
+		default:
+			if deadline.IsZero() {
+				deadline = time.Now().Add(m.cfg.UnitsGrace)
+			}
+			wake = time.After(time.Until(deadline))
+		}
+	}
+}
 
 // Members is the group as of this member's last assignment.
 func (m *Member) Members() []MemberInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.members)
+}
+
+// Owners reads from the group coordinator, through cl, which worker (WorkerID) holds each
+// unit: every member's assignment is stored there, while the one a member receives carries
+// only its own units. A unit moving in a rebalance under way may have no owner in the answer.
+// cl is best another client than Config.Client, whose connection carries the heartbeats.
+func (m *Member) Owners(ctx context.Context, cl *kgo.Client) (map[Unit]string, error) {
+	workers := map[string]string{}
+	for _, info := range m.Members() {
+		workers[info.MemberID] = info.WorkerID
+	}
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{m.cfg.Group}
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil && len(resp.Groups) != 1 {
+		err = fmt.Errorf("%d groups in the answer", len(resp.Groups))
+	}
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Groups[0].ErrorCode)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("membership: describing group %q: %w", m.cfg.Group, err)
+	}
+	out := map[Unit]string{}
+	for _, member := range resp.Groups[0].Members {
+		worker, known := workers[member.MemberID]
+		// The coordinator sends member metadata only while the group is stable (Apache
+		// Kafka's GroupMetadataManager.describeGroups); the last assignment always.
+		if meta, err := decodeMemberMetadata(member.ProtocolMetadata); !known && err == nil {
+			worker = meta.WorkerID
+		}
+		a, err := decodeAssignment(member.MemberAssignment)
+		if err != nil || worker == "" {
+			continue
+		}
+		for _, u := range a.Owned {
+			out[u] = worker
+		}
+	}
+	return out, nil
 }
 
 // Owned lists the units this member holds, running or waiting out a handover.
@@ -205,13 +315,14 @@ func (m *Member) Generation() int32 {
 	return m.heldGen
 }
 
-// Leave stops every unit, waits for their Run to return (until ctx ends), and leaves the
-// group, so the others take the units over at the next rebalance.
+// Leave stops every unit, waits for their Run to return (until ctx ends), hands them over
+// to the other members as released, so they start them without waiting out this member's
+// lease, and leaves the group.
 func (m *Member) Leave(ctx context.Context) error {
 	m.stop()
 	<-m.done
 	m.mu.Lock()
-	id := m.memberID
+	id, others := m.memberID, len(m.members) > 1
 	waits := m.dropAllLocked(ErrLeft)
 	m.mu.Unlock()
 	for _, w := range waits {
@@ -224,7 +335,31 @@ func (m *Member) Leave(ctx context.Context) error {
 	if id == "" {
 		return nil
 	}
+	if others {
+		m.handOver(ctx)
+	}
 	return m.leaveGroup(ctx, id)
+}
+
+// handOver rejoins once more, owning nothing and saying it leaves, so that the leader gives
+// the units this member released to the others without a handover delay. Without it (it
+// fails, or the coordinator or the others are slow) they wait out this member's lease.
+func (m *Member) handOver(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Lease)
+	defer cancel()
+	m.mu.Lock()
+	m.leaving = true
+	m.mu.Unlock()
+	for ctx.Err() == nil {
+		err := m.joinAndSync(ctx)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errRejoinNow) {
+			m.cfg.Logger.Warn("membership: handing the units over before leaving failed; the others wait out this worker's lease", "group", m.cfg.Group, "err", err)
+			return
+		}
+	}
 }
 
 func (m *Member) leaveGroup(ctx context.Context, id string) error {
@@ -291,6 +426,7 @@ func (m *Member) onLeaseTimer() {
 func (m *Member) run(ctx context.Context) {
 	defer close(m.done)
 	go m.heartbeats(ctx)
+	go m.watchUnits(ctx)
 	backoff := m.cfg.HeartbeatInterval
 	for ctx.Err() == nil {
 		err := m.joinAndSync(ctx)
@@ -331,10 +467,19 @@ func (m *Member) run(ctx context.Context) {
 var errRejoinNow = errors.New("rejoin at once")
 
 func (m *Member) joinAndSync(ctx context.Context) error {
+	// A request to rejoin made before this join is answered by it; one left pending would
+	// start the next rebalance as soon as this one ends, and so on.
+	select {
+	case <-m.rejoin:
+	default:
+	}
 	m.mu.Lock()
 	m.joining = true
+	if !m.rebalancing {
+		m.rebalancing, m.rebalanceStart = true, m.now()
+	}
 	meta := memberMetadata{WorkerID: m.cfg.WorkerID, WorkerVersion: m.cfg.WorkerVersion, APIAddress: m.cfg.APIAddress,
-		Fingerprint: m.fp, Generation: m.heldGen, Owned: m.ownedLocked(), Released: m.releasedLocked()}
+		Fingerprint: m.fp, Generation: m.heldGen, Owned: m.ownedLocked(), Released: m.releasedLocked(), Leaving: m.leaving}
 	id := m.memberID
 	m.mu.Unlock()
 	defer func() {
@@ -413,7 +558,7 @@ func (m *Member) joinAndSync(ctx context.Context) error {
 	if a.Refused != "" {
 		return &IncompatibleError{Group: m.cfg.Group, Reason: a.Refused}
 	}
-	m.apply(jresp.Generation, a, meta.Released, sent)
+	m.apply(jresp.Generation, jresp.LeaderID == jresp.MemberID, a, meta.Released, sent)
 	return nil
 }
 
@@ -441,10 +586,10 @@ func (m *Member) lead(joined []kmsg.JoinGroupResponseMember, self memberMetadata
 // apply takes a new assignment: revoked units stop at once, kept units go on, new units start
 // (after the handover delay when Delayed). A revocation asks for the second round once the
 // revoked units' Run returned (or a lease passed), so the leader can hand them over released.
-func (m *Member) apply(gen int32, a assignment, reported []Unit, sent int64) {
+func (m *Member) apply(gen int32, leader bool, a assignment, reported []Unit, sent int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.heldGen = gen
+	m.heldGen, m.leader, m.unitsHash = gen, leader, a.UnitsHash
 	m.members = a.Members
 	for _, u := range reported {
 		delete(m.released, u)
@@ -467,9 +612,13 @@ func (m *Member) apply(gen int32, a assignment, reported []Unit, sent int64) {
 	for _, u := range a.Owned {
 		if _, ok := m.units[u]; !ok {
 			_, wait := delayed[u]
-			m.startLocked(u, wait)
+			m.startLocked(u, wait, m.rebalanceStart)
 		}
 	}
+	if a.Withheld == 0 {
+		m.rebalancing = false
+	}
+	m.Rebalance() // the units may have changed during the rebalance
 	if !m.firstDone {
 		m.firstDone = true
 		close(m.first)
@@ -488,7 +637,9 @@ func (m *Member) apply(gen int32, a assignment, reported []Unit, sent int64) {
 	}
 }
 
-func (m *Member) startLocked(u Unit, delay bool) {
+// startLocked starts u, after the handover delay when delay; its owners stopped at the
+// latest at unowned (now).
+func (m *Member) startLocked(u Unit, delay bool, unowned int64) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	h := &held{own: &ownership{Context: ctx, cancel: cancel, m: m}, done: make(chan struct{})}
 	m.units[u] = h
@@ -509,6 +660,9 @@ func (m *Member) startLocked(u Unit, delay bool) {
 				}
 			}
 			if ctx.Err() == nil {
+				if m.cfg.Started != nil {
+					m.cfg.Started(u, time.Duration(m.now()-unowned))
+				}
 				m.cfg.Run(h.own, u)
 			}
 			m.mu.Lock()
@@ -614,7 +768,9 @@ func (m *Member) heartbeats(ctx context.Context) {
 		case errors.Is(err, kerr.RebalanceInProgress):
 			// Still generation gen: the next generation cannot exist before this answer.
 			m.extendLease(sent)
-			m.requestRejoin()
+			if !joining { // a join in flight is this member's part in that rebalance
+				m.requestRejoin()
+			}
 		case errors.Is(err, kerr.IllegalGeneration), errors.Is(err, kerr.UnknownMemberID), errors.Is(err, kerr.FencedInstanceID):
 			if !joining { // a join in flight gets the new generation or the same error
 				m.fence(!errors.Is(err, kerr.IllegalGeneration))

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,7 +225,7 @@ func testUnits() []Unit {
 	return units
 }
 
-func startWorker(t *testing.T, dst *kafkatest.Cluster, group, name, fingerprint string, units []Unit, l *ledger) (*worker, error) {
+func startWorker(t *testing.T, dst *kafkatest.Cluster, group, name, fingerprint string, units func() []Unit, l *ledger) (*worker, error) {
 	g := &gate{}
 	var d net.Dialer
 	cl := dst.Client(t, kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
@@ -237,7 +238,7 @@ func startWorker(t *testing.T, dst *kafkatest.Cluster, group, name, fingerprint 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	m, err := Join(ctx, Config{Client: cl, Group: group, WorkerID: name, WorkerVersion: "test", APIAddress: name + ":8080",
-		Fingerprint: fingerprint, Units: func() []Unit { return units }, Run: l.run(name),
+		Fingerprint: fingerprint, Units: units, Run: l.run(name),
 		SessionTimeout: testSession, HeartbeatInterval: testHeartbeat, Lease: testLease, RebalanceTimeout: 10 * time.Second})
 	if err != nil {
 		return nil, err
@@ -250,7 +251,7 @@ func startWorker(t *testing.T, dst *kafkatest.Cluster, group, name, fingerprint 
 	return &worker{name: name, m: m, gate: g}, nil
 }
 
-func startGroup(t *testing.T, dst *kafkatest.Cluster, units []Unit, l *ledger, n int) (string, []*worker) {
+func startGroup(t *testing.T, dst *kafkatest.Cluster, units func() []Unit, l *ledger, n int) (string, []*worker) {
 	group := "kafkamirror-test-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	var ws []*worker
 	for i := range n {
@@ -283,7 +284,7 @@ func checkBalanced(t *testing.T, byWorker map[string][]Unit, workers int, units 
 func threeSettled(t *testing.T, dst *kafkatest.Cluster) ([]Unit, *ledger, []*worker, map[string][]Unit, map[Unit]int) {
 	units := testUnits()
 	l := &ledger{spans: map[Unit][]*span{}}
-	_, ws := startGroup(t, dst, units, l, 3)
+	_, ws := startGroup(t, dst, func() []Unit { return units }, l, 3)
 	before := l.settled(t, units, time.Minute)
 	checkBalanced(t, before, 3, len(units))
 	return units, l, ws, before, l.mark()
@@ -316,6 +317,44 @@ func TestGroupSpreadsAndMovesOnlyTheLeaversUnits(t *testing.T) {
 		}
 		if o := l.overlaps(); len(o) > 0 {
 			t.Fatalf("two writers: %v", o)
+		}
+	})
+}
+
+// New units that every worker learns of cost one rebalance, not one per worker, and any
+// worker reads from the coordinator which worker runs each unit.
+func TestGroupRebalancesOnceForNewUnits(t *testing.T) {
+	onEveryTier(t, func(t *testing.T, dst *kafkatest.Cluster) {
+		var current atomic.Pointer[[]Unit]
+		units := testUnits()[:102]
+		current.Store(&units)
+		l := &ledger{spans: map[Unit][]*span{}}
+		_, ws := startGroup(t, dst, func() []Unit { return *current.Load() }, l, 3)
+		checkBalanced(t, l.settled(t, units, time.Minute), 3, len(units))
+		gen := ws[0].m.Generation()
+
+		more := testUnits()
+		current.Store(&more)
+		for _, w := range ws {
+			w.m.Rebalance()
+		}
+		byWorker := l.settled(t, more, time.Minute)
+		checkBalanced(t, byWorker, 3, len(more))
+		if got := ws[0].m.Generation(); got != gen+1 {
+			t.Fatalf("generation %d after new units, want one rebalance after %d", got, gen)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		owners, err := ws[1].m.Owners(ctx, dst.Client(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w, us := range byWorker {
+			for _, u := range us {
+				if owners[u] != w {
+					t.Fatalf("the coordinator names %q as the owner of %v, which runs on %s", owners[u], u, w)
+				}
+			}
 		}
 	})
 }
@@ -358,9 +397,9 @@ func TestGroupRefusesAnIncompatibleWorker(t *testing.T) {
 	onEveryTier(t, func(t *testing.T, dst *kafkatest.Cluster) {
 		units := testUnits()[:10]
 		l := &ledger{spans: map[Unit][]*span{}}
-		group, _ := startGroup(t, dst, units, l, 1)
+		group, _ := startGroup(t, dst, func() []Unit { return units }, l, 1)
 		l.settled(t, units, time.Minute)
-		_, err := startWorker(t, dst, group, "odd", "other", units, l)
+		_, err := startWorker(t, dst, group, "odd", "other", func() []Unit { return units }, l)
 		var refused *IncompatibleError
 		if !errors.As(err, &refused) || !strings.Contains(err.Error(), "configuration fingerprint") ||
 			!strings.Contains(err.Error(), "worker w1") {

@@ -40,6 +40,9 @@ type memberMetadata struct {
 	// Released are units the member owned and whose runners it has seen return since its
 	// last assignment: they may change hands without a handover delay.
 	Released []Unit
+	// Leaving says the member is about to leave the group: it takes no units, and hands
+	// those it released over without delay.
+	Leaving bool
 }
 
 func (m *memberMetadata) encode() []byte {
@@ -50,7 +53,8 @@ func (m *memberMetadata) encode() []byte {
 	b = kbin.AppendString(b, m.Fingerprint)
 	b = kbin.AppendInt32(b, m.Generation)
 	b = appendUnits(b, m.Owned)
-	return appendUnits(b, m.Released)
+	b = appendUnits(b, m.Released)
+	return kbin.AppendBool(b, m.Leaving)
 }
 
 var errUnreadable = errors.New("unreadable")
@@ -65,6 +69,9 @@ func decodeMemberMetadata(raw []byte) (memberMetadata, error) {
 	m.Generation = r.Int32()
 	m.Owned = readUnits(&r)
 	m.Released = readUnits(&r)
+	if len(r.Src) > 0 {
+		m.Leaving = r.Bool()
+	}
 	if !r.Ok() {
 		return m, fmt.Errorf("member metadata: %w", errUnreadable)
 	}
@@ -78,8 +85,11 @@ type MemberInfo struct {
 	WorkerID      string
 	WorkerVersion string
 	APIAddress    string
-	Units         int    // units assigned in this generation
-	Owned         []Unit // which ones: for status, and to find the owner of Commands
+	Units         int // units assigned in this generation
+	// Owned are its mirror-level units (Commands, MirrorSync): to find the owner of
+	// Commands, and for status. Its partitions are only in its own assignment (Owners reads
+	// them), so that the group's assignments grow with the units, not units × members.
+	Owned []Unit
 }
 
 // Holds reports whether the member was assigned u in this generation.
@@ -95,6 +105,11 @@ type assignment struct {
 	Delayed []Unit
 	// Members is the whole group, for status and for forwarding commands.
 	Members []MemberInfo
+	// UnitsHash identifies the set of units the leader assigned (hashUnits), so that a
+	// member can tell whether its own view of the units adds anything.
+	UnitsHash uint64
+	// Withheld counts the units given to nobody in this generation: a second round follows.
+	Withheld int32
 }
 
 func (a *assignment) encode() []byte {
@@ -114,7 +129,8 @@ func (a *assignment) encode() []byte {
 	for _, m := range a.Members {
 		b = appendUnits(b, m.Owned)
 	}
-	return b
+	b = kbin.AppendInt64(b, int64(a.UnitsHash))
+	return kbin.AppendInt32(b, a.Withheld)
 }
 
 func decodeAssignment(raw []byte) (assignment, error) {
@@ -135,6 +151,9 @@ func decodeAssignment(raw []byte) (assignment, error) {
 			break // a leader that does not send them
 		}
 		a.Members[i].Owned = readUnits(&r)
+	}
+	if len(r.Src) > 0 {
+		a.UnitsHash, a.Withheld = uint64(r.Int64()), r.Int32()
 	}
 	if !r.Ok() {
 		return a, fmt.Errorf("assignment: %w", errUnreadable)

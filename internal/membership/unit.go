@@ -3,6 +3,7 @@ package membership
 import (
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -119,4 +120,12 @@ func readUnits(r *kbin.Reader) []Unit {
 		}
 	}
 	return out
+}
+
+// hashUnits identifies a set of units (in any order, without repeats) by a hash of its
+// encoding.
+func hashUnits(units []Unit) uint64 {
+	h := fnv.New64a()
+	h.Write(appendUnits(nil, units))
+	return h.Sum64()
 }

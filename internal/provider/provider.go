@@ -112,6 +112,8 @@ func (p *KafkamirrorProvider) Schema(_ context.Context, _ provider.SchemaRequest
 		Attributes: map[string]schema.Attribute{
 			"worker_url": schema.StringAttribute{
 				MarkdownDescription: "Base URL of the worker's HTTP API, for example `http://127.0.0.1:8080`. " +
+					"With several workers on one destination, one URL is enough: any worker of the group, or a load " +
+					"balancer in front of them (a worker forwards commands to the one that applies them). " +
 					"Falls back to the `" + envWorkerURL + "` environment variable. Required (in one of the two places).",
 				Optional: true,
 				Validators: []validator.String{

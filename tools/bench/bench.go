@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"log"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -649,6 +653,55 @@ func (b *bench) idlePickup(res *result) {
 	res.set("idle.p99", percentile(ds, 0.99))
 	res.set("idle.max", percentile(ds, 1))
 	b.pause(topic)
+}
+
+// memoryPerPartition mirrors a topic of empty partitions and reads the worker's live heap
+// (as its last garbage collection left it) and resident memory before and after: what one
+// mirrored partition costs a worker.
+func (b *bench) memoryPerPartition(res *result) {
+	const topic = "memory"
+	n := b.o.memPartitions
+	heap0, rss0 := b.workerMemory()
+	b.createTopic(b.sadm, topic, n, nil)
+	b.startMirror(topic)
+	b.waitMirroring(topic)
+	heap1, rss1 := b.workerMemory()
+	res.set("memory.heap", (heap1-heap0)/float64(n))
+	res.set("memory.rss", (rss1-rss0)/float64(n))
+	b.pause(topic)
+}
+
+// workerMemory waits for the worker's next garbage collection, then reads its live heap and
+// resident memory from /metrics.
+func (b *bench) workerMemory() (liveHeap, rss float64) {
+	gcs := b.workerMetric("go_gc_duration_seconds_count")
+	deadline := time.Now().Add(b.o.waitLimit)
+	for b.workerMetric("go_gc_duration_seconds_count") == gcs {
+		if time.Now().After(deadline) {
+			b.r.Fatalf("the worker ran no garbage collection within %v", b.o.waitLimit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return b.workerMetric("go_gc_heap_live_bytes"), b.workerMetric("process_resident_memory_bytes")
+}
+
+// workerMetric is the value of an unlabelled metric of the worker's /metrics.
+func (b *bench) workerMetric(name string) float64 {
+	resp, err := http.Get(b.worker.URL + "/metrics")
+	b.r.check(err, "reading the worker's metrics")
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			b.r.check(err, "reading "+name)
+			return f
+		}
+	}
+	b.r.check(sc.Err(), "reading the worker's metrics")
+	b.r.Fatalf("the worker's /metrics has no %s", name)
+	return 0
 }
 
 // compactedHoles writes a compacted topic in which the cleaner removes nine of every ten

@@ -35,6 +35,7 @@ type options struct {
 	valueBytes     int
 	batchKiB       int
 	idlePartitions int
+	memPartitions  int
 	samples        int
 	busyFor        time.Duration
 	compacted      int
@@ -59,13 +60,14 @@ func main() {
 	flag.IntVar(&o.valueBytes, "value-bytes", 1024, "bytes per record value")
 	flag.IntVar(&o.batchKiB, "batch-kib", 30, "source batch size before compression, KiB")
 	flag.IntVar(&o.idlePartitions, "idle-partitions", 1000, "partitions of the idle-pickup topic")
+	flag.IntVar(&o.memPartitions, "memory-partitions", 1000, "partitions mirrored to measure the worker's memory per partition")
 	flag.IntVar(&o.samples, "samples", 20, "records written to idle partitions for the pickup latency")
 	flag.DurationVar(&o.busyFor, "busy-for", 10*time.Second, "how long the busy partition is written beside 7 idle ones")
 	flag.IntVar(&o.compacted, "compacted-records", 2000, "records written to the compacted topic before the cleaner runs")
 	flag.Int64Var(&o.headOffset, "head-offset", 10_000_000, "source log start offset for head alignment")
 	flag.DurationVar(&o.waitLimit, "wait", 5*time.Minute, "longest wait for one measurement")
 	var only string
-	flag.StringVar(&only, "only", "", "measurements to run, comma-separated (throughput, head, compacted, busy, idle; default all)")
+	flag.StringVar(&only, "only", "", "measurements to run, comma-separated (memory, throughput, head, compacted, busy, idle; default all)")
 	flag.StringVar(&o.workerLog, "worker-log", "", "file that receives the worker's output of each cluster kind (suffixed with the kind)")
 	flag.Parse()
 	if only != "" {
@@ -111,6 +113,7 @@ func measureOn(kind, bin string, o options) *result {
 			name string
 			run  func(*result)
 		}{
+			{"memory", b.memoryPerPartition}, // first: on a fresh worker
 			{"throughput", b.throughput},
 			{"head", b.headAlignment},
 			{"busy", b.busyBesideIdle},
@@ -199,6 +202,7 @@ var figureRows = []row{
 	{"one busy + 7 idle: p50 (ms)", "", "busy", formatted("%.0f", "busy.p50")},
 	{"idle pickups not seen within the wait", "", "idle", formatted("%.0f", "idle.missing")},
 	{"compacted topic: offsets / holes", "", "compacted", formatted("%.0f / %.0f", "compacted.offsets", "compacted.holes")},
+	{"worker memory per mirrored partition: live heap / RSS (bytes)", "", "memory", formatted("%.0f / %.0f", "memory.heap", "memory.rss")},
 }
 
 func printTables(w io.Writer, results []*result) {
