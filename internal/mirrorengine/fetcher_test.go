@@ -434,6 +434,8 @@ func slowPartitionScenario(t *testing.T, src *kafkatest.Cluster, topic string) {
 		return endOffsets(t, src, topic)
 	}
 
+	// Written first: a real broker may not know a new topic's leader epoch yet.
+	end := write("a")
 	const maxBytes, bufferBytes = 4 << 10, 8 << 10
 	sc := src.Client(t)
 	source := newCluster("source", sc)
@@ -452,7 +454,6 @@ func slowPartitionScenario(t *testing.T, src *kafkatest.Cluster, topic string) {
 	name := func(p int32) string { return fmt.Sprintf("%s/%d", topic, p) }
 
 	// Partition 0's reader takes nothing while the others read two rounds of data.
-	end := write("a")
 	readFeed(t, feeds[1], 0, end[1])
 	readFeed(t, feeds[2], 0, end[2])
 	waitSession(t, sc, broker, []string{name(1), name(2)})
