@@ -345,6 +345,7 @@ func TestFetcherRecoversFromSessionErrors(t *testing.T) {
 			kafkatest.WaitIdentical(t, src, dst, "s", waitIdentical)
 			waitSession(t, sc, 0, partitionNames("s", 4))
 			for n := 1; !slices.ContainsFunc(fetches.since(t, mark, n), func(f seenFetch) bool { return f.epoch > 0 }); n++ {
+				// until an incremental fetch follows
 			}
 			requireIdleFetches(t, fetches)
 			run.stop(t)
