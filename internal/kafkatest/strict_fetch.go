@@ -30,9 +30,9 @@ type FetchFaults struct {
 	done chan struct{} // closed when every fault was served
 }
 
-// EmptyFetches answers the next n sessionless fetches of topic's partition below its high
-// watermark with no records. The other partitions of such a fetch get no records either, as
-// from a broker whose answer reached its byte limit.
+// EmptyFetches answers the next n fetches (made sessionless: withoutSession) of topic's
+// partition below its high watermark with no records. The other partitions of such a fetch
+// get no records either, as from a broker whose answer reached its byte limit.
 func (c *Cluster) EmptyFetches(t TB, topic string, partition int32, n int) *FetchFaults {
 	t.Helper()
 	return c.fetchFaults(t, topic, partition, n, func(req *kmsg.FetchRequest, state func(int32) *partitionState) *kmsg.FetchResponse {
@@ -55,7 +55,7 @@ func (c *Cluster) EmptyFetches(t TB, topic string, partition int32, n int) *Fetc
 	})
 }
 
-// ThrottleFetches answers the next n sessionless fetches of topic's partition with no
+// ThrottleFetches answers the next n fetches (made sessionless) of topic's partition with no
 // partitions and the throttle time.
 func (c *Cluster) ThrottleFetches(t TB, topic string, partition int32, n int, throttle time.Duration) *FetchFaults {
 	t.Helper()

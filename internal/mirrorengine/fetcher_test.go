@@ -3,6 +3,7 @@ package mirrorengine
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -602,4 +603,34 @@ func fetchSessionScenario(t *testing.T, src, dst *kafkatest.Cluster, sessions bo
 	produceSync(t, prod, records(topic, 5, 1, "b")...)
 	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
 	run.stop(t)
+}
+
+// The session moves on with each answer as the broker's does (FetchMetadata.nextEpoch):
+// a full fetch's answer names the session (or none), an incremental one the next epoch,
+// which wraps from the largest int32 to 1 (0 would start a new session).
+func TestFetchSessionEpochs(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		id, epoch         int32 // before
+		answerID          int32
+		wantID, wantEpoch int32
+	}{
+		{"full fetch starts a session", 0, 0, 7, 7, 1},
+		{"full fetch replaces a session", 7, 0, 8, 8, 1},
+		{"no free slot", 7, 0, 0, 0, 0},
+		{"incremental", 7, 41, 7, 7, 42},
+		{"wraps", 7, math.MaxInt32, 7, 7, 1},
+		{"the session ended", 7, 41, 0, 0, 0},
+		{"another session", 7, 41, 9, 0, 0},
+	} {
+		bf := &brokerFetcher{sessionID: tc.id, sessionEpoch: tc.epoch}
+		req := kmsg.NewPtrFetchRequest()
+		req.SessionID, req.SessionEpoch = tc.id, tc.epoch
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SessionID = tc.answerID
+		bf.sessionAnswered(req, resp)
+		if bf.sessionID != tc.wantID || bf.sessionEpoch != tc.wantEpoch {
+			t.Errorf("%s: session %d epoch %d, want %d epoch %d", tc.name, bf.sessionID, bf.sessionEpoch, tc.wantID, tc.wantEpoch)
+		}
+	}
 }
