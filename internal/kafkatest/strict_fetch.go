@@ -8,12 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Fetch answers real brokers give that kfake never does, injected on demand into sessionless
-// fetches of one topic that carry the partition (the mirror's fetcher asks for every
-// partition a broker leads in one fetch; consumers use fetch sessions):
+// Fetch answers real brokers give that kfake never does, injected on demand into fetches of
+// one topic that carry the partition (see withoutSession for fetch sessions):
 //
 //   - EmptyFetches: error NONE, the real high watermark and no records, although the fetch
 //     offset is below the high watermark. A tiered-storage read that did not finish within
@@ -30,9 +30,9 @@ type FetchFaults struct {
 	done chan struct{} // closed when every fault was served
 }
 
-// EmptyFetches answers the next n sessionless fetches of topic's partition below its high
-// watermark with no records. The other partitions of such a fetch get no records either, as
-// from a broker whose answer reached its byte limit.
+// EmptyFetches answers the next n fetches (made sessionless: withoutSession) of topic's
+// partition below its high watermark with no records. The other partitions of such a fetch
+// get no records either, as from a broker whose answer reached its byte limit.
 func (c *Cluster) EmptyFetches(t TB, topic string, partition int32, n int) *FetchFaults {
 	t.Helper()
 	return c.fetchFaults(t, topic, partition, n, func(req *kmsg.FetchRequest, state func(int32) *partitionState) *kmsg.FetchResponse {
@@ -55,7 +55,7 @@ func (c *Cluster) EmptyFetches(t TB, topic string, partition int32, n int) *Fetc
 	})
 }
 
-// ThrottleFetches answers the next n sessionless fetches of topic's partition with no
+// ThrottleFetches answers the next n fetches (made sessionless) of topic's partition with no
 // partitions and the throttle time.
 func (c *Cluster) ThrottleFetches(t TB, topic string, partition int32, n int, throttle time.Duration) *FetchFaults {
 	t.Helper()
@@ -91,10 +91,15 @@ func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer
 		default:
 		}
 		req := kreq.(*kmsg.FetchRequest)
-		if req.SessionEpoch != -1 || req.Rack == cleanerRack || req.Rack == readerRack || len(req.Topics) != 1 ||
+		if req.Rack == cleanerRack || req.Rack == readerRack || c.fake.LeaderFor(topic, partition) != c.fake.CurrentNode() {
+			return nil, nil, false
+		}
+		if resp := withoutSession(req); resp != nil {
+			return resp, nil, true
+		}
+		if len(req.Topics) != 1 ||
 			!slices.ContainsFunc(req.Topics[0].Partitions, func(p kmsg.FetchRequestTopicPartition) bool { return p.Partition == partition }) ||
-			(req.Version >= 13 && req.Topics[0].TopicID != info.TopicID) || (req.Version < 13 && req.Topics[0].Topic != topic) ||
-			c.fake.LeaderFor(topic, partition) != c.fake.CurrentNode() {
+			(req.Version >= 13 && req.Topics[0].TopicID != info.TopicID) || (req.Version < 13 && req.Topics[0].Topic != topic) {
 			return nil, nil, false
 		}
 		resp := answer(req, func(p int32) *partitionState {
@@ -110,6 +115,22 @@ func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer
 		return resp, nil, true
 	})
 	return f
+}
+
+// withoutSession makes fetches to a partition's leader list every partition while a fault
+// waits for it: an incremental fetch of a session (KIP-227) lists only the partitions whose
+// fetch state changed. Its session is ended as by a broker that evicted it (the answer
+// returned: FETCH_SESSION_ID_NOT_FOUND); the full fetch that follows, and every other, is
+// turned into a sessionless one (nil returned), as a broker without a free session slot
+// serves it.
+func withoutSession(req *kmsg.FetchRequest) kmsg.Response {
+	if req.SessionEpoch > 0 {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp
+	}
+	req.SessionEpoch = -1
+	return nil
 }
 
 // take counts one fault served; false once all were.
@@ -144,7 +165,7 @@ const answerRack = "kafkatest-answer"
 // partition (nil: kfake answers the whole fetch), to serve source batches or errors kfake
 // never gives. The fetch's other partitions (the mirror's fetcher asks for every partition a
 // broker leads at once) get kfake's own answer, asked on a client of kafkatest's own while
-// the fetch sleeps.
+// the fetch sleeps. Fetches to the partition's leader stay sessionless (withoutSession).
 func (c *Cluster) AnswerFetches(t TB, topic string, partition int32, answer func(kmsg.FetchRequestTopicPartition) *kmsg.FetchResponseTopicPartition) {
 	t.Helper()
 	if c.fake == nil {
@@ -160,7 +181,13 @@ func (c *Cluster) AnswerFetches(t TB, topic string, partition int32, answer func
 	c.fake.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.fake.KeepControl()
 		req := kreq.(*kmsg.FetchRequest)
-		if req.Rack == answerRack || len(req.Topics) != 1 ||
+		if req.Rack == answerRack || c.fake.LeaderFor(topic, partition) != c.fake.CurrentNode() {
+			return nil, nil, false
+		}
+		if resp := withoutSession(req); resp != nil {
+			return resp, nil, true
+		}
+		if len(req.Topics) != 1 ||
 			(req.Version >= 13 && req.Topics[0].TopicID != info.TopicID) || (req.Version < 13 && req.Topics[0].Topic != topic) {
 			return nil, nil, false
 		}

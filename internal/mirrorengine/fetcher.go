@@ -4,13 +4,19 @@ package mirrorengine
 // Kafka's own replica fetchers have. A broker answers one request per connection at a time,
 // so one long-poll fetch per partition queued every idle partition's wait in front of the busy
 // ones; one fetch carrying every partition led by the broker is answered as soon as any of
-// them has data. Each partition's answers wait in a bounded buffer (fetch-ahead), so its next
-// fetch is in flight while the session writes the previous answer.
+// them has data. The fetch is incremental (a KIP-227 fetch session): it lists only the
+// partitions whose fetch state changed, so idle partitions cost nothing on the wire. Each
+// partition's answers wait in a bounded buffer (fetch-ahead), so its next fetch is in flight
+// while the session writes the previous answer; a partition whose buffer is full leaves the
+// fetch session until it has room, and never holds back the others.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,7 +26,8 @@ import (
 )
 
 // fetchResponseMaxBytes bounds one fetch answer; PartitionMaxBytes bounds each partition's
-// part, and the partitions' order rotates, so one busy partition cannot starve the others.
+// part, and the broker moves a partition that returned data to the end of its session's
+// order, so one busy partition cannot starve the others.
 const fetchResponseMaxBytes = 32 << 20
 
 type fetcherKey struct {
@@ -42,10 +49,16 @@ type brokerFetcher struct {
 	obs    Observer
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	feeds  []*feed
-	rotate int           // where the next request starts in feeds
-	wake   chan struct{} // a feed became fetchable
+	mu    sync.Mutex
+	feeds []*feed
+	wake  chan struct{} // a feed became fetchable
+	// The fetch session (KIP-227): what the broker holds, as last sent, and what it last
+	// said of each partition (high watermark, log start), for partitions it has no news of.
+	session map[partKey]sentPart
+	known   map[partKey]fetched
+	// Epoch 0: the next request is full and starts a new session (replacing sessionID, if
+	// any).
+	sessionID, sessionEpoch int32
 }
 
 // feed is one partition's subscription to its leader's fetcher.
@@ -61,11 +74,11 @@ type feed struct {
 	// Guarded by f.mu.
 	offset   int64 // where the next fetch starts
 	gen      uint64
-	inflight bool // a fetch from offset is on its way
 	failed   bool // an error waits in buf: no more fetches until the session took it
 	closed   bool
 	buf      []fetchResult
 	bufBytes int
+	answered time.Time     // when buf was last given an answer
 	ready    chan struct{} // capacity 1: buf changed
 }
 
@@ -85,7 +98,8 @@ func subscribe(src cluster, meta topicMeta, cfg *PartitionConfig, offset int64) 
 	bf := fetchers.m[key]
 	if bf == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		bf = &brokerFetcher{key: key, src: src, obs: cfg.Observer, cancel: cancel, wake: make(chan struct{}, 1)}
+		bf = &brokerFetcher{key: key, src: src, obs: cfg.Observer, cancel: cancel, wake: make(chan struct{}, 1),
+			session: map[partKey]sentPart{}, known: map[partKey]fetched{}}
 		fetchers.m[key] = bf
 		go bf.run(ctx)
 	}
@@ -176,20 +190,28 @@ func (fd *feed) reset(offset int64) {
 	fd.buf, fd.bufBytes = nil, 0
 	fd.offset = offset
 	fd.gen++
-	fd.inflight, fd.failed = false, false
+	fd.failed = false
 	fd.f.poke()
 }
 
-// fetchable tells whether the next request carries the feed. Guarded by f.mu.
+// fetchable tells whether the fetch session holds the feed. Guarded by f.mu.
 func (fd *feed) fetchable() bool {
-	return !fd.closed && !fd.failed && !fd.inflight && fd.bufBytes < fd.bufLimit
+	return !fd.closed && !fd.failed && fd.bufBytes < fd.bufLimit
 }
 
-// sentPart is a feed's part of a request in flight.
+// budget is what the feed's next answer may hold: the buffer's room, at most maxBytes.
+// Guarded by f.mu.
+func (fd *feed) budget() int32 {
+	return int32(min(int(fd.maxBytes), fd.bufLimit-fd.bufBytes))
+}
+
+// sentPart is a partition as the broker's fetch session holds it: which feed it serves and
+// the fetch state last sent for it.
 type sentPart struct {
-	fd   *feed
-	gen  uint64
-	from int64
+	fd       *feed
+	gen      uint64
+	from     int64
+	maxBytes int32
 }
 
 type partKey struct {
@@ -198,7 +220,15 @@ type partKey struct {
 	partition int32
 }
 
+func (fd *feed) key() partKey { return partKey{fd.topic, fd.meta.id, fd.partition} }
+
+// Fetch session errors (KIP-227): the broker lost or never had the session the request
+// names, or the request's epoch or topic addressing does not match it. No partition was
+// read; a full fetch starts a new session.
+var sessionErrors = []error{kerr.FetchSessionIDNotFound, kerr.InvalidFetchSessionEpoch, kerr.FetchSessionTopicIDError}
+
 func (bf *brokerFetcher) run(ctx context.Context) {
+	defer bf.closeSession()
 	for {
 		req, sent := bf.request()
 		if req == nil {
@@ -214,53 +244,76 @@ func (bf *brokerFetcher) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if req.SessionEpoch < 0 { // closed (or never to be heard of again): nothing was read
+			bf.mu.Lock()
+			bf.sessionID, bf.sessionEpoch = 0, 0
+			bf.mu.Unlock()
+			continue
+		}
 		var resp *kmsg.FetchResponse
 		if err == nil {
 			resp = kresp.(*kmsg.FetchResponse)
 			err = kerr.ErrorForCode(resp.ErrorCode)
+			if slices.Contains(sessionErrors, err) {
+				bf.endSession()
+				continue
+			}
 			if err != nil {
 				err = authErr(bf.src.name, "fetch", err)
 			}
 		}
-		if err == nil && throttled(resp) {
-			bf.deliver(sent, nil, nil)
+		if err != nil {
+			// Whether the broker took the request (and moved the session's epoch) is unknown.
+			bf.endSession()
+			bf.deliver(sent, nil, err, true)
+			continue
+		}
+		bf.sessionAnswered(req, resp)
+		if throttled(resp) {
 			if storeSleep(ctx, time.Duration(resp.ThrottleMillis)*time.Millisecond) != nil {
 				return
 			}
 			continue
 		}
-		bytes := bf.deliver(sent, resp, err)
-		if err == nil {
-			bf.obs.SourceFetch(bf.key.broker, len(sent), bytes)
-			if bytes > 0 {
-				bf.obs.FetchLatency(time.Since(began))
-			}
+		bytes := bf.deliver(sent, resp, nil, req.SessionEpoch == 0)
+		bf.obs.SourceFetch(bf.key.broker, len(sent), bytes)
+		if bytes > 0 {
+			bf.obs.FetchLatency(time.Since(began))
 		}
 	}
 }
 
-// request builds a fetch of every fetchable feed, starting one further each time, and marks
-// them in flight; nil when none is fetchable.
+// request builds the next fetch of the session and returns it with the partitions the
+// session holds once the broker took it; nil when there is nothing to fetch.
+//
+// A full request (epoch 0) lists every fetchable feed and starts a session. An incremental
+// one lists only the partitions whose fetch state differs from what the broker holds (new,
+// moved on, reset, another budget) and forgets those that can take no more data (closed,
+// failed, buffer full), as Kafka's consumer and replica fetchers do; the broker reads every
+// partition it holds and answers only those with news. A session that would hold nothing
+// is closed (Kafka drops an emptied session anyway).
 func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[partKey]sentPart) {
 	bf.mu.Lock()
 	defer bf.mu.Unlock()
-	n := len(bf.feeds)
-	if n == 0 {
-		return nil, nil
+	if bf.sessionEpoch == 0 {
+		clear(bf.session)
+		clear(bf.known)
 	}
-	bf.rotate = (bf.rotate + 1) % n
-	var req *kmsg.FetchRequest
-	sent := map[partKey]sentPart{}
+	req := newFetchRequest(fetchResponseMaxBytes)
+	req.SessionID, req.SessionEpoch = bf.sessionID, bf.sessionEpoch
+	want := map[partKey]bool{}
 	topics := map[[16]byte]int{} // index in req.Topics
-	for i := range n {
-		fd := bf.feeds[(bf.rotate+i)%n]
-		k := partKey{fd.topic, fd.meta.id, fd.partition}
-		if _, dup := sent[k]; dup || !fd.fetchable() {
-			continue // a second feed of one partition waits for the next request
+	for _, fd := range bf.feeds {
+		k := fd.key()
+		if want[k] || !fd.fetchable() {
+			continue // a second feed of one partition waits until the first leaves
 		}
-		if req == nil {
-			req = newFetchRequest(fetchResponseMaxBytes)
+		want[k] = true
+		s := sentPart{fd: fd, gen: fd.gen, from: fd.offset, maxBytes: fd.budget()}
+		if bf.session[k] == s {
+			continue
 		}
+		bf.session[k] = s
 		ti, ok := topics[fd.meta.id]
 		if !ok {
 			rt := kmsg.NewFetchRequestTopic()
@@ -269,17 +322,89 @@ func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[partKey]sentPart) {
 			ti = len(req.Topics) - 1
 			topics[fd.meta.id] = ti
 		}
-		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, fetchPartition(fd.meta, fd.partition, fd.offset, fd.maxBytes))
-		fd.inflight = true
-		sent[k] = sentPart{fd: fd, gen: fd.gen, from: fd.offset}
+		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, fetchPartition(fd.meta, fd.partition, s.from, s.maxBytes))
 	}
-	return req, sent
+	forgotten := map[partKey][]int32{} // by topic
+	for k := range bf.session {
+		if !want[k] {
+			delete(bf.session, k)
+			delete(bf.known, k)
+			t := partKey{topic: k.topic, id: k.id}
+			forgotten[t] = append(forgotten[t], k.partition)
+		}
+	}
+	if len(bf.session) == 0 {
+		if bf.sessionEpoch == 0 { // no live session (a full request replaces any the broker has)
+			return nil, nil
+		}
+		return closeSessionRequest(bf.sessionID), nil
+	}
+	for t, ps := range forgotten {
+		ft := kmsg.NewFetchRequestForgottenTopic()
+		ft.Topic, ft.TopicID, ft.Partitions = t.topic, t.id, ps
+		req.ForgottenTopics = append(req.ForgottenTopics, ft)
+	}
+	return req, maps.Clone(bf.session)
 }
 
+// closeSessionRequest frees the broker's slot for a session (epoch -1: final), reading
+// nothing.
+func closeSessionRequest(id int32) *kmsg.FetchRequest {
+	req := newFetchRequest(fetchResponseMaxBytes)
+	req.SessionID, req.MaxWaitMillis = id, 0
+	return req
+}
+
+// sessionAnswered moves the session on after an answer without a session error: a full
+// request's answer names the new session (0: the broker keeps none, for lack of slots or
+// because it throttled the request), an incremental one the same session at the next epoch.
+func (bf *brokerFetcher) sessionAnswered(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
+	bf.mu.Lock()
+	defer bf.mu.Unlock()
+	switch {
+	case resp.SessionID == 0 || (req.SessionEpoch > 0 && resp.SessionID != req.SessionID):
+		bf.sessionID, bf.sessionEpoch = 0, 0
+	case req.SessionEpoch == 0:
+		bf.sessionID, bf.sessionEpoch = resp.SessionID, 1
+	case bf.sessionEpoch == math.MaxInt32:
+		bf.sessionEpoch = 1 // wraps past 0, which starts a session (FetchMetadata.nextEpoch)
+	default:
+		bf.sessionEpoch++
+	}
+}
+
+// endSession makes the next request a full one that replaces the session.
+func (bf *brokerFetcher) endSession() {
+	bf.mu.Lock()
+	bf.sessionEpoch = 0
+	bf.mu.Unlock()
+}
+
+// closeSession frees the broker's session slot once the fetcher stops.
+func (bf *brokerFetcher) closeSession() {
+	bf.mu.Lock()
+	id, live := bf.sessionID, bf.sessionEpoch > 0
+	bf.mu.Unlock()
+	if !live {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeSessionTimeout)
+	defer cancel()
+	// Best effort: a session the broker keeps is evicted once idle or outranked.
+	_, _ = bf.src.cl.Broker(int(bf.key.broker)).Request(ctx, closeSessionRequest(id))
+}
+
+const closeSessionTimeout = 5 * time.Second
+
+// idleAnswerEvery paces the answers a partition with no news gets: an incremental fetch
+// answers only partitions with news, but the partition's runner still needs to look up now
+// and then (a drain waits for its next step), as a sessionless fetch's empty answer let it.
+const idleAnswerEvery = fetchMaxWaitMillis * time.Millisecond
+
 // deliver hands each feed its part of resp (or err), unless it was reset meanwhile, and
-// returns the record bytes received. A nil resp and err (a throttled request) delivers
-// nothing: the feeds are fetched again.
-func (bf *brokerFetcher) deliver(sent map[partKey]sentPart, resp *kmsg.FetchResponse, err error) int64 {
+// returns the record bytes received. A full answer names every partition asked for; an
+// incremental one only those with news.
+func (bf *brokerFetcher) deliver(sent map[partKey]sentPart, resp *kmsg.FetchResponse, err error, full bool) int64 {
 	answers := map[partKey]*kmsg.FetchResponseTopicPartition{}
 	if resp != nil {
 		for ti := range resp.Topics {
@@ -290,41 +415,53 @@ func (bf *brokerFetcher) deliver(sent map[partKey]sentPart, resp *kmsg.FetchResp
 			}
 		}
 	}
+	now := time.Now()
 	var total int64
 	bf.mu.Lock()
 	defer bf.mu.Unlock()
 	for k, s := range sent {
 		fd := s.fd
-		if fd.closed || fd.gen != s.gen {
-			continue
+		p := answers[k]
+		if p == nil { // answers name topics by id (v13+) or by name, never both
+			p = answers[partKey{topic: k.topic, partition: k.partition}]
 		}
-		fd.inflight = false
-		if resp == nil && err == nil {
+		if p == nil {
+			p = answers[partKey{id: k.id, partition: k.partition}]
+		}
+		if p != nil && p.ErrorCode == 0 {
+			// What the broker last told of the partition, even to a feed reset since: it
+			// tells it again only once it changes.
+			bf.known[k] = fetched{highWatermark: p.HighWatermark, lastStableOffset: p.LastStableOffset, logStartOffset: p.LogStartOffset}
+		}
+		if fd.closed || fd.gen != s.gen {
 			continue
 		}
 		r := fetchResult{from: s.from, err: err}
 		if err == nil {
-			p := answers[k]
-			if p == nil { // answers name topics by id (v13+) or by name, never both
-				p = answers[partKey{topic: k.topic, partition: k.partition}]
-			}
-			if p == nil {
-				p = answers[partKey{id: k.id, partition: k.partition}]
-			}
-			if p == nil {
-				r.err = fmt.Errorf("%s fetch of %s[%d]: %w", bf.src.name, fd.topic, fd.partition, errNoAnswer)
-			} else {
+			switch {
+			case p != nil:
 				r.f, r.err = bf.src.fetchedPartition(fd.topic, s.from, p)
 				r.bytes = len(p.RecordBatches)
+			case full:
+				r.err = fmt.Errorf("%s fetch of %s[%d]: %w", bf.src.name, fd.topic, fd.partition, errNoAnswer)
+			default:
+				// No news from s.from. Said again, with what was last heard, only to a
+				// runner that waits and was not told lately.
+				known, ok := bf.known[k]
+				if !ok || len(fd.buf) > 0 || fd.offset != s.from || now.Sub(fd.answered) < idleAnswerEvery {
+					continue
+				}
+				r.f = known
 			}
 		}
 		total += int64(r.bytes)
+		fd.answered = now
 		fd.add(r)
 	}
 	return total
 }
 
-// errNoAnswer: a sessionless fetch answers every partition it asked for.
+// errNoAnswer: a full fetch answers every partition it asked for.
 var errNoAnswer = errors.New("partition missing from the answer")
 
 // add buffers r and moves the next fetch past it. An answer without batches replaces one

@@ -3,23 +3,32 @@ package mirrorengine
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 )
 
-// fetchLog records which partitions each of the mirror's fetches to a kfake cluster carried
-// ("topic/partition", sorted). The comparator's and the cleaner's fetches name a rack; the
-// mirror's do not.
+// seenFetch is one of the mirror's fetches to a kfake cluster: its session epoch (0: full,
+// starting a session) and the partitions it lists and forgets ("topic/partition", sorted).
+type seenFetch struct {
+	epoch            int32
+	parts, forgotten []string
+}
+
+// fetchLog records the mirror's fetches to a kfake cluster: those that wait
+// fetchMaxWaitMillis and name no rack (the comparator's consumers wait less, its raw reads
+// and the cleaner's fetches name a rack).
 type fetchLog struct {
 	mu   sync.Mutex
-	reqs [][]string
+	reqs []seenFetch
 }
 
 func watchFetches(t *testing.T, c *kafkatest.Cluster, topics ...string) *fetchLog {
@@ -32,39 +41,51 @@ func watchFetches(t *testing.T, c *kafkatest.Cluster, topics ...string) *fetchLo
 	c.Fake().ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.Fake().KeepControl()
 		req := kreq.(*kmsg.FetchRequest)
-		if req.Rack != "" {
+		if req.Rack != "" || req.MaxWaitMillis != fetchMaxWaitMillis {
 			return nil, nil, false
 		}
-		var parts []string
-		for _, rt := range req.Topics {
-			name := rt.Topic
+		name := func(topic string, id [16]byte) string {
 			if req.Version >= 13 {
-				name = names[rt.TopicID]
+				return names[id]
 			}
+			return topic
+		}
+		seen := seenFetch{epoch: req.SessionEpoch}
+		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
-				parts = append(parts, fmt.Sprintf("%s/%d", name, rp.Partition))
+				seen.parts = append(seen.parts, fmt.Sprintf("%s/%d", name(rt.Topic, rt.TopicID), rp.Partition))
 			}
 		}
-		slices.Sort(parts)
+		for _, ft := range req.ForgottenTopics {
+			for _, p := range ft.Partitions {
+				seen.forgotten = append(seen.forgotten, fmt.Sprintf("%s/%d", name(ft.Topic, ft.TopicID), p))
+			}
+		}
+		slices.Sort(seen.parts)
+		slices.Sort(seen.forgotten)
 		l.mu.Lock()
-		l.reqs = append(l.reqs, parts)
+		l.reqs = append(l.reqs, seen)
 		l.mu.Unlock()
 		return nil, nil, false
 	})
 	return l
 }
 
-// next returns the partitions of n fetches sent from now on.
-func (l *fetchLog) next(t *testing.T, n int) [][]string {
-	t.Helper()
+// mark is where the fetches sent from now on start.
+func (l *fetchLog) mark() int {
 	l.mu.Lock()
-	from := len(l.reqs)
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	return len(l.reqs)
+}
+
+// since returns the fetches from mark on, once there are at least n.
+func (l *fetchLog) since(t *testing.T, mark, n int) []seenFetch {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		l.mu.Lock()
-		if len(l.reqs) >= from+n {
-			out := slices.Clone(l.reqs[from : from+n])
+		if len(l.reqs) >= mark+n {
+			out := slices.Clone(l.reqs[mark:])
 			l.mu.Unlock()
 			return out
 		}
@@ -85,41 +106,86 @@ func partitionNames(topic string, partitions int32) []string {
 	return out
 }
 
-// requireEveryFetchCarries checks the next fetches: once every partition is caught up, each
-// fetch to the broker carries all of them, so an idle partition's wait is never queued in
-// front of a busy one.
-func requireEveryFetchCarries(t *testing.T, l *fetchLog, want []string) {
+// sessionOf returns the partitions the fetch session of cl's fetcher of broker holds.
+func sessionOf(cl *kgo.Client, broker int32) []string {
+	fetchers.mu.Lock()
+	bf := fetchers.m[fetcherKey{cl, broker}]
+	fetchers.mu.Unlock()
+	if bf == nil {
+		return nil
+	}
+	bf.mu.Lock()
+	defer bf.mu.Unlock()
+	var out []string
+	for k := range bf.session {
+		out = append(out, fmt.Sprintf("%s/%d", k.topic, k.partition))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitSession waits until the session of cl's fetcher of broker holds exactly want.
+func waitSession(t *testing.T, cl *kgo.Client, broker int32, want []string) {
 	t.Helper()
 	slices.Sort(want)
-	for i, got := range l.next(t, 5) {
-		if !slices.Equal(got, want) {
-			t.Fatalf("fetch %d carried %v, want every mirrored partition %v", i, got, want)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := sessionOf(cl, broker)
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fetch session holds %v, want %v", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// requireIdleFetches checks the next fetches of an idle steady state: incremental, listing
+// and forgetting nothing, so idle partitions cost no bytes on the wire.
+func requireIdleFetches(t *testing.T, l *fetchLog) {
+	t.Helper()
+	// The fetch in flight when the mark is taken may still carry the last change.
+	for i, f := range l.since(t, l.mark(), 4)[1:] {
+		if f.epoch <= 0 || len(f.parts) > 0 || len(f.forgotten) > 0 {
+			t.Fatalf("idle fetch %d: epoch %d, lists %v, forgets %v; want an incremental fetch listing nothing", i, f.epoch, f.parts, f.forgotten)
 		}
 	}
 }
 
-// One fetch carries every partition the source broker leads (issue #16: one fetcher per
-// source broker), and the data arrives identical.
+// One fetch session holds every partition the source broker leads (issue #16: one fetcher
+// per source broker); once they are idle, fetches list none of them, and a record in one
+// partition makes the fetches list only that one.
 func TestMirrorOneFetchCarriesEveryPartitionOfABroker(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "wide", 8, nil)
 	dst.CreateTopic(t, "wide", 8, nil)
 	fetches := watchFetches(t, src, "wide")
 	prod := manualProducer(t, src)
-	run := startMirror(t, src, dst, "wide", 8, true)
+	sc := src.Client(t)
+	run := startMirrorClients(context.Background(), t, sc, dst.Client(t), "wide", 8, true)
 	for p := range int32(8) {
 		produceSync(t, prod, records("wide", p, 50, "a")...)
 	}
 	kafkatest.WaitIdentical(t, src, dst, "wide", waitIdentical)
-	requireEveryFetchCarries(t, fetches, partitionNames("wide", 8))
-	// A record in one partition still arrives while the others keep waiting.
+	waitSession(t, sc, 0, partitionNames("wide", 8))
+	requireIdleFetches(t, fetches)
+
+	// A record in one partition still arrives while the others keep waiting, and only its
+	// partition is listed again (at its new offset).
+	mark := fetches.mark()
 	produceSync(t, prod, records("wide", 5, 1, "b")...)
 	kafkatest.WaitIdentical(t, src, dst, "wide", waitIdentical)
+	for _, f := range fetches.since(t, mark, 1) {
+		if len(f.parts) > 0 && !slices.Equal(f.parts, []string{"wide/5"}) {
+			t.Fatalf("a fetch after a record in wide/5 lists %v, want only wide/5", f.parts)
+		}
+	}
 	run.stop(t)
 }
 
-// Partitions join a running fetcher (another topic's mirror on the same source client) and
-// leave it (that mirror stops) without disturbing the partitions that stay.
+// Partitions join a running fetch session (another topic's mirror on the same source
+// client) and leave it (that mirror stops) without disturbing the partitions that stay.
 func TestFetcherPartitionsJoinAndLeave(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	for _, topic := range []string{"stays", "joins"} {
@@ -137,19 +203,33 @@ func TestFetcherPartitionsJoinAndLeave(t *testing.T) {
 	stays := startMirrorClients(context.Background(), t, sc, dc, "stays", 3, true)
 	write("stays", "a")
 	kafkatest.WaitIdentical(t, src, dst, "stays", waitIdentical)
-	requireEveryFetchCarries(t, fetches, partitionNames("stays", 3))
+	waitSession(t, sc, 0, partitionNames("stays", 3))
+	requireIdleFetches(t, fetches)
 
 	joins := startMirrorClients(context.Background(), t, sc, dc, "joins", 3, true)
 	write("joins", "a")
 	write("stays", "b")
 	kafkatest.WaitIdentical(t, src, dst, "joins", waitIdentical)
 	kafkatest.WaitIdentical(t, src, dst, "stays", waitIdentical)
-	requireEveryFetchCarries(t, fetches, append(partitionNames("stays", 3), partitionNames("joins", 3)...))
+	waitSession(t, sc, 0, append(partitionNames("stays", 3), partitionNames("joins", 3)...))
+	requireIdleFetches(t, fetches)
 
+	mark := fetches.mark()
 	joins.stop(t)
 	write("stays", "c")
 	kafkatest.WaitIdentical(t, src, dst, "stays", waitIdentical)
-	requireEveryFetchCarries(t, fetches, partitionNames("stays", 3))
+	waitSession(t, sc, 0, partitionNames("stays", 3))
+	var forgotten []string
+	for _, f := range fetches.since(t, mark, 1) {
+		if f.epoch <= 0 {
+			t.Fatalf("a fetch after partitions left started a new session, want them forgotten in the session")
+		}
+		forgotten = append(forgotten, f.forgotten...)
+	}
+	if slices.Sort(forgotten); !slices.Equal(forgotten, partitionNames("joins", 3)) {
+		t.Fatalf("fetches forgot %v after the mirror of joins stopped, want %v", forgotten, partitionNames("joins", 3))
+	}
+	requireIdleFetches(t, fetches)
 	stays.stop(t)
 }
 
@@ -183,5 +263,374 @@ func TestFetcherEndsWithItsLastPartition(t *testing.T) {
 	run.stop(t)
 	if n := fetchersOf(sc); n != 0 {
 		t.Fatalf("%d fetchers run after their last partition left, want 0", n)
+	}
+}
+
+// A broker that lost the fetch session, or sees a stale epoch or the other topic addressing,
+// answers the fetch with a session error and reads nothing; a broker without a free session
+// slot answers a full fetch with no session. The fetcher starts again with a full fetch of
+// every partition, and no partition's data is lost or written twice.
+func TestFetcherRecoversFromSessionErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  *kerr.Error // answers the next incremental fetch
+		full bool        // then every full fetch is answered without a session until lifted
+	}{
+		{"session id not found", kerr.FetchSessionIDNotFound, false},
+		{"invalid epoch", kerr.InvalidFetchSessionEpoch, false},
+		{"topic id error", kerr.FetchSessionTopicIDError, false},
+		{"no free slot", kerr.FetchSessionIDNotFound, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, dst := kafkatest.Pair(t)
+			src.CreateTopic(t, "s", 4, nil)
+			dst.CreateTopic(t, "s", 4, nil)
+			fetches := watchFetches(t, src, "s")
+			prod := manualProducer(t, src)
+			write := func(tag string) {
+				for p := range int32(4) {
+					produceSync(t, prod, records("s", p, 30, tag)...)
+				}
+			}
+			sc := src.Client(t)
+			run := startMirrorClients(context.Background(), t, sc, dst.Client(t), "s", 4, true)
+			write("a")
+			kafkatest.WaitIdentical(t, src, dst, "s", waitIdentical)
+			waitSession(t, sc, 0, partitionNames("s", 4))
+
+			var mu sync.Mutex
+			kicked, sessionless, lifted := false, 0, false
+			src.Fake().ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				src.Fake().KeepControl()
+				req := kreq.(*kmsg.FetchRequest)
+				mu.Lock()
+				defer mu.Unlock()
+				if req.Rack != "" || req.MaxWaitMillis != fetchMaxWaitMillis {
+					return nil, nil, false
+				}
+				switch {
+				case !kicked && req.SessionEpoch > 0:
+					kicked = true
+					resp := req.ResponseKind().(*kmsg.FetchResponse)
+					resp.ErrorCode = tc.err.Code
+					return resp, nil, true
+				case kicked && tc.full && !lifted && req.SessionEpoch == 0:
+					sessionless++
+					req.SessionEpoch = -1 // kfake answers without a session: SessionID 0
+				}
+				return nil, nil, false
+			})
+			mark := fetches.mark()
+			write("b")
+			kafkatest.WaitIdentical(t, src, dst, "s", waitIdentical)
+			write("c")
+			kafkatest.WaitIdentical(t, src, dst, "s", waitIdentical)
+			mu.Lock()
+			if !kicked || (tc.full && sessionless < 2) {
+				t.Fatalf("the fault served %v and %d full fetches; want the session's loss and, without free slots, every fetch full", kicked, sessionless)
+			}
+			lifted = true
+			mu.Unlock()
+			fullAfter := false
+			for _, f := range fetches.since(t, mark, 2) {
+				if f.epoch == 0 && slices.Equal(f.parts, partitionNames("s", 4)) {
+					fullAfter = true
+				}
+			}
+			if !fullAfter {
+				t.Fatal("no full fetch of every partition followed the session's loss")
+			}
+			// Once the broker has slots again, the next full fetch starts a session.
+			mark = fetches.mark()
+			write("d")
+			kafkatest.WaitIdentical(t, src, dst, "s", waitIdentical)
+			waitSession(t, sc, 0, partitionNames("s", 4))
+			for n := 1; !slices.ContainsFunc(fetches.since(t, mark, n), func(f seenFetch) bool { return f.epoch > 0 }); n++ {
+				// until an incremental fetch follows
+			}
+			requireIdleFetches(t, fetches)
+			run.stop(t)
+		})
+	}
+}
+
+// bufferObserver keeps the most each partition's fetch-ahead buffer held.
+type bufferObserver struct {
+	nopObserver
+	mu  sync.Mutex
+	max map[int32]int64
+}
+
+func (o *bufferObserver) FetchBuffered(_, _ string, partition int32, bytes int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.max[partition] = max(o.max[partition], bytes)
+}
+
+func (o *bufferObserver) most(partition int32) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.max[partition]
+}
+
+// readFeed reads fd from offset until end and returns the largest batch it read. Every
+// batch must start where the one before ended: nothing lost, nothing twice.
+func readFeed(t *testing.T, fd *feed, offset, end int64) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	largest := 0
+	for offset < end {
+		f, err := fd.next(ctx, offset)
+		if err != nil {
+			t.Fatalf("reading %s[%d] at %d (end %d): %v", fd.topic, fd.partition, offset, end, err)
+		}
+		for _, b := range f.batches {
+			if b.baseOffset() != offset {
+				t.Fatalf("%s[%d]: a batch at %d, want %d", fd.topic, fd.partition, b.baseOffset(), offset)
+			}
+			offset = b.lastOffset() + 1
+			largest = max(largest, len(b))
+		}
+	}
+	return largest
+}
+
+// A partition whose writer does not take its answers (a slow destination partition) fills
+// its fetch-ahead buffer up to FetchBufferBytes, then leaves the fetch session; the other
+// partitions of its source broker keep being fetched. When its writer reads again it
+// rejoins where its buffer ends, and nothing of it is lost.
+func TestFetcherSlowPartitionStallsNobody(t *testing.T) {
+	src := kafkatest.New(t)
+	src.CreateTopic(t, "slow", 3, nil)
+	fetches := watchFetches(t, src, "slow")
+	mark := fetches.mark()
+	slowPartitionScenario(t, src, "slow")
+	var forgotten []string
+	for _, f := range fetches.since(t, mark, 1) {
+		forgotten = append(forgotten, f.forgotten...)
+	}
+	if !slices.Contains(forgotten, "slow/0") {
+		t.Fatalf("the fetches forgot %v, want slow/0, whose buffer was full, forgotten", forgotten)
+	}
+}
+
+func TestKafkaFetcherSlowPartitionStallsNobody(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, _ *kafkatest.Cluster) {
+		topic := topicFor(t, "")
+		src.CreateTopic(t, topic, 3, nil)
+		slowPartitionScenario(t, src, topic)
+	})
+}
+
+// slowPartitionScenario reads partitions 1 and 2 of topic (3 partitions, one leader) through
+// their fetcher while partition 0's reader takes nothing.
+func slowPartitionScenario(t *testing.T, src *kafkatest.Cluster, topic string) {
+	prod := manualProducer(t, src)
+	write := func(tag string) map[int32]int64 {
+		for p := range int32(3) {
+			for range 20 { // batches of ~1.5 KiB
+				produceSync(t, prod, records(topic, p, 20, tag)...)
+			}
+		}
+		return endOffsets(t, src, topic)
+	}
+
+	// Written first: a real broker may not know a new topic's leader epoch yet.
+	end := write("a")
+	const maxBytes, bufferBytes = 4 << 10, 8 << 10
+	sc := src.Client(t)
+	source := newCluster("source", sc)
+	obs := &bufferObserver{max: map[int32]int64{}}
+	feeds := make([]*feed, 3)
+	for p := range int32(3) {
+		meta, err := source.metadata(context.Background(), topic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := PartitionConfig{Mirror: "m1", Topic: topic, Partition: p, FetchMaxBytes: maxBytes, FetchBufferBytes: bufferBytes, Observer: obs}
+		feeds[p] = subscribe(source, meta, &cfg, 0)
+		defer feeds[p].close()
+	}
+	broker := feeds[0].f.key.broker
+	name := func(p int32) string { return fmt.Sprintf("%s/%d", topic, p) }
+
+	// Partition 0's reader takes nothing while the others read two rounds of data.
+	readFeed(t, feeds[1], 0, end[1])
+	readFeed(t, feeds[2], 0, end[2])
+	waitSession(t, sc, broker, []string{name(1), name(2)})
+	more := write("b")
+	readFeed(t, feeds[1], end[1], more[1])
+	readFeed(t, feeds[2], end[2], more[2])
+
+	// Its reader reads again: everything arrives, in order, and it rejoins the session.
+	largest := readFeed(t, feeds[0], 0, more[0])
+	if most := obs.most(0); most > bufferBytes+int64(largest) || most < bufferBytes/2 {
+		t.Fatalf("%s's buffer held up to %d bytes, want it filled up to FetchBufferBytes (%d) plus at most one batch (%d)", name(0), most, bufferBytes, largest)
+	}
+	waitSession(t, sc, broker, []string{name(0), name(1), name(2)})
+}
+
+// Source leadership moves between brokers while data flows: each moved partition leaves
+// its old leader's fetch session and joins its new leader's, the partitions that stay are
+// not disturbed, and the logs end identical.
+func TestFetcherFollowsLeadersMidStream(t *testing.T) {
+	src := kafkatest.New(t, kafkatest.ClusterID("source-cluster"), kafkatest.Brokers(3))
+	dst := kafkatest.New(t, kafkatest.ClusterID("destination-cluster"), kafkatest.Brokers(3))
+	const partitions = 9
+	src.CreateTopic(t, "moving", partitions, nil)
+	dst.CreateTopic(t, "moving", partitions, nil)
+	sc := src.Client(t)
+	run := startMirrorClients(context.Background(), t, sc, dst.Client(t), "moving", partitions, true)
+	leaders := map[int32]int32{}
+	moved := 0
+	followLeaders := func() {
+		t.Helper()
+		want := map[int32][]string{}
+		for p := range int32(partitions) {
+			leader := src.Fake().LeaderFor("moving", p)
+			if old, ok := leaders[p]; ok && old != leader {
+				moved++
+			}
+			leaders[p] = leader
+			want[leader] = append(want[leader], fmt.Sprintf("moving/%d", p))
+		}
+		for broker := range int32(3) {
+			waitSession(t, sc, broker, want[broker])
+		}
+	}
+
+	prod := manualProducer(t, src)
+	ctx, cancel := context.WithTimeout(context.Background(), waitIdentical)
+	defer cancel()
+	stop := make(chan struct{})
+	produced := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				produced <- nil
+				return
+			default:
+			}
+			p := int32(i % partitions)
+			if err := prod.ProduceSync(ctx, records("moving", p, 10, fmt.Sprintf("r%d", i))...).FirstErr(); err != nil {
+				produced <- err
+				return
+			}
+		}
+	}()
+	followLeaders()
+	for range 3 {
+		src.Fake().ShufflePartitionLeaders()
+		followLeaders()
+	}
+	close(stop)
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	if moved == 0 {
+		t.Fatal("no leader moved")
+	}
+	kafkatest.WaitIdentical(t, src, dst, "moving", waitIdentical)
+	run.stop(t)
+}
+
+// liveSession returns the fetch session of cl's fetcher of broker: its id and epoch (epoch
+// 0: none).
+func liveSession(cl *kgo.Client, broker int32) (id, epoch int32) {
+	fetchers.mu.Lock()
+	bf := fetchers.m[fetcherKey{cl, broker}]
+	fetchers.mu.Unlock()
+	if bf == nil {
+		return 0, 0
+	}
+	bf.mu.Lock()
+	defer bf.mu.Unlock()
+	return bf.sessionID, bf.sessionEpoch
+}
+
+// Real Kafka gives the fetcher an incremental fetch session that holds every partition and
+// goes on while they are idle; a broker without session slots
+// (max.incremental.fetch.session.cache.slots=0) answers every full fetch without one, and
+// the fetcher keeps fetching in full fetches. Either way the logs end identical.
+func TestKafkaFetchSession(t *testing.T) {
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) { fetchSessionScenario(t, src, dst, true) })
+}
+
+func TestKafkaFetchWithoutSessionSlots(t *testing.T) {
+	noSlots := []kafkatest.Option{kafkatest.BrokerConfig("max.incremental.fetch.session.cache.slots", "0")}
+	onKafkaFrom(t, "source-no-fetch-sessions", noSlots, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		fetchSessionScenario(t, src, dst, false)
+	})
+}
+
+func fetchSessionScenario(t *testing.T, src, dst *kafkatest.Cluster, sessions bool) {
+	topic := topicFor(t, "")
+	const partitions = 8
+	createBoth(t, src, dst, topic, partitions, nil)
+	prod := manualProducer(t, src)
+	sc := src.Client(t)
+	run := startMirrorClients(context.Background(), t, sc, dst.Client(t), topic, partitions, true)
+	for p := range int32(partitions) {
+		produceSync(t, prod, records(topic, p, 50, "a")...)
+	}
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	meta, err := newCluster("source", sc).metadata(context.Background(), topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSession(t, sc, meta.leader, partitionNames(topic, partitions))
+
+	// Idle, the session goes on, one incremental fetch after another.
+	id, from := liveSession(sc, meta.leader)
+	if (id != 0) != sessions {
+		t.Fatalf("fetch session id %d, want a session: %v", id, sessions)
+	}
+	for deadline := time.Now().Add(30 * time.Second); sessions; {
+		now, epoch := liveSession(sc, meta.leader)
+		if now != id {
+			t.Fatalf("the idle fetch session %d was replaced by %d", id, now)
+		}
+		if epoch >= from+3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle fetch session %d at epoch %d after 30 s, from %d", id, epoch, from)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	produceSync(t, prod, records(topic, 5, 1, "b")...)
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	run.stop(t)
+}
+
+// The session moves on with each answer as the broker's does (FetchMetadata.nextEpoch):
+// a full fetch's answer names the session (or none), an incremental one the next epoch,
+// which wraps from the largest int32 to 1 (0 would start a new session).
+func TestFetchSessionEpochs(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		id, epoch         int32 // before
+		answerID          int32
+		wantID, wantEpoch int32
+	}{
+		{"full fetch starts a session", 0, 0, 7, 7, 1},
+		{"full fetch replaces a session", 7, 0, 8, 8, 1},
+		{"no free slot", 7, 0, 0, 0, 0},
+		{"incremental", 7, 41, 7, 7, 42},
+		{"wraps", 7, math.MaxInt32, 7, 7, 1},
+		{"the session ended", 7, 41, 0, 0, 0},
+		{"another session", 7, 41, 9, 0, 0},
+	} {
+		bf := &brokerFetcher{sessionID: tc.id, sessionEpoch: tc.epoch}
+		req := kmsg.NewPtrFetchRequest()
+		req.SessionID, req.SessionEpoch = tc.id, tc.epoch
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SessionID = tc.answerID
+		bf.sessionAnswered(req, resp)
+		if bf.sessionID != tc.wantID || bf.sessionEpoch != tc.wantEpoch {
+			t.Errorf("%s: session %d epoch %d, want %d epoch %d", tc.name, bf.sessionID, bf.sessionEpoch, tc.wantID, tc.wantEpoch)
+		}
 	}
 }

@@ -111,12 +111,15 @@ func (c cluster) fetch(ctx context.Context, meta topicMeta, topic string, partit
 	return c.fetchedPartition(topic, offset, &resp.Topics[0].Partitions[0])
 }
 
-// newFetchRequest is a sessionless, read_uncommitted fetch that waits up to 250 ms for data
-// and returns at most maxBytes.
+// fetchMaxWaitMillis is how long a fetch waits for data.
+const fetchMaxWaitMillis = 250
+
+// newFetchRequest is a sessionless, read_uncommitted fetch that waits up to
+// fetchMaxWaitMillis for data and returns at most maxBytes.
 func newFetchRequest(maxBytes int32) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
-	req.MaxWaitMillis = 250
+	req.MaxWaitMillis = fetchMaxWaitMillis
 	req.MinBytes = 1
 	req.MaxBytes = maxBytes
 	req.IsolationLevel = 0
