@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,23 +48,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startWorker runs the worker in embedded mode (two in-process clusters) on free ports.
 func startWorker(t *testing.T, token string) *workertest.Proc {
 	t.Helper()
 	env := workertest.Env(nil, token, "KAFKAMIRROR_SECRET_KEY=e2e-secret-key-0123456789", "KAFKAMIRROR_LOG_FORMAT=text")
 	w := workertest.Start(t, workerBin, env, "demo",
-		"--source-port", fmt.Sprint(freePort(t)), "--destination-port", fmt.Sprint(freePort(t)),
-		"--api-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		"--source-port", fmt.Sprint(kafkatest.FreePort(t)), "--destination-port", fmt.Sprint(kafkatest.FreePort(t)),
+		"--api-listen", fmt.Sprintf("127.0.0.1:%d", kafkatest.FreePort(t)))
 	w.WaitReady(t)
 	return w
 }

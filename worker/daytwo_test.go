@@ -179,7 +179,7 @@ func TestWorkerSourceTopicsAfterDeletion(t *testing.T) {
 	if res, err := kadm.NewClient(src.Client(t)).DeleteTopics(ctxT(t), "app.gone"); err != nil || res.Error() != nil {
 		t.Fatalf("deleting app.gone: %v %v", err, res.Error())
 	}
-	waitFor(t, 30*time.Second, "app.gone to leave the listing", func() (bool, string) {
+	kafkatest.WaitFor(t, 30*time.Second, "app.gone to leave the listing", func() (bool, string) {
 		got := list()
 		return got == "app.kept", got
 	})

@@ -127,7 +127,7 @@ func TestWorkerGroupKillOne(t *testing.T) {
 			t.Fatalf("start: %+v, %v", res, err)
 		}
 		waitTopic(t, workers[0].Client, "g", "events", "every partition MIRRORING with lag 0, seen from any worker", caughtUp(api.StateMirroring))
-		waitFor(t, 30*time.Second, "the partitions spread over the three workers", func() (bool, string) {
+		kafkatest.WaitFor(t, 30*time.Second, "the partitions spread over the three workers", func() (bool, string) {
 			var counts []float64
 			total := 0.0
 			for _, w := range workers {
@@ -167,7 +167,7 @@ func TestWorkerGroupKillOne(t *testing.T) {
 		t.Logf("kafkamirror-worker group:\n%s", out)
 		// A worker learns the other workers' partitions when it next rereads __mirror_state
 		// (every second).
-		waitFor(t, 10*time.Second, "describe --workers on another worker to name the worker of every partition", func() (bool, string) {
+		kafkatest.WaitFor(t, 10*time.Second, "describe --workers on another worker to name the worker of every partition", func() (bool, string) {
 			out, code := workers[2].cli(t, "describe", "--mirror", "g", "--workers")
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			column := slices.Index(strings.Fields(lines[0]), "WORKER")
@@ -198,7 +198,7 @@ func TestWorkerGroupKillOne(t *testing.T) {
 		workers[0].Kill()
 		<-workers[0].Done()
 		killed := time.Now()
-		waitFor(t, groupSession+10*time.Second, "the dead worker's partitions MIRRORING on the others", func() (bool, string) {
+		kafkatest.WaitFor(t, groupSession+10*time.Second, "the dead worker's partitions MIRRORING on the others", func() (bool, string) {
 			a, b := localStates(t, workers[1])[api.StateMirroring], localStates(t, workers[2])[api.StateMirroring]
 			return a+b == partitions, fmt.Sprintf("MIRRORING: %v + %v", a, b)
 		})
@@ -281,7 +281,7 @@ func TestWorkerGroupZombie(t *testing.T) {
 			t.Fatalf("start: %+v, %v", res, err)
 		}
 		waitTopic(t, other.Client, "z", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
-		waitFor(t, 30*time.Second, "partitions on both workers", func() (bool, string) {
+		kafkatest.WaitFor(t, 30*time.Second, "partitions on both workers", func() (bool, string) {
 			a, b := localStates(t, zombie)[api.StateMirroring], localStates(t, other)[api.StateMirroring]
 			return a > 0 && a+b == partitions, fmt.Sprintf("MIRRORING: %v + %v", a, b)
 		})
@@ -293,14 +293,14 @@ func TestWorkerGroupZombie(t *testing.T) {
 		t.Cleanup(resume)
 		// Data arrives for the paused worker's partitions; the other takes them over.
 		produce(t, prod, "events", 1000, 1000)
-		waitFor(t, groupSession+10*time.Second, "every partition MIRRORING on the worker left", func() (bool, string) {
+		kafkatest.WaitFor(t, groupSession+10*time.Second, "every partition MIRRORING on the worker left", func() (bool, string) {
 			n := localStates(t, other)[api.StateMirroring]
 			return n == partitions, fmt.Sprintf("MIRRORING there: %v", n)
 		})
 		waitTopic(t, other.Client, "z", "events", "caught up without the paused worker", caughtUp(api.StateMirroring))
 
 		resume()
-		waitFor(t, 30*time.Second, "the resumed worker saying it stood down", func() (bool, string) {
+		kafkatest.WaitFor(t, 30*time.Second, "the resumed worker saying it stood down", func() (bool, string) {
 			return strings.Contains(zombie.Stderr.String(), "stood down"), "no such line yet"
 		})
 		if n, _ := metric(scrape(t, zombie.URL), "kafkamirror_group_stood_down_total"); n == 0 {
@@ -335,7 +335,7 @@ func TestWorkerGroupRollingRestart(t *testing.T) {
 
 		stop, produced := produceUntilStopped(prod, "events", 1000)
 		mirroring := func(what string) {
-			waitFor(t, groupSession+30*time.Second, what, func() (bool, string) {
+			kafkatest.WaitFor(t, groupSession+30*time.Second, what, func() (bool, string) {
 				var counts []float64
 				total := 0.0
 				for _, w := range workers {
@@ -356,7 +356,7 @@ func TestWorkerGroupRollingRestart(t *testing.T) {
 			}
 			workers[i] = startWorker(t, groupEnv(dst))
 			mirroring(fmt.Sprintf("every partition MIRRORING on a worker after restarting worker %d", i))
-			waitFor(t, 30*time.Second, "records produced during the restart", func() (bool, string) {
+			kafkatest.WaitFor(t, 30*time.Second, "records produced during the restart", func() (bool, string) {
 				return produced() > before, fmt.Sprintf("%d records", produced())
 			})
 		}

@@ -124,28 +124,11 @@ func (w *workerProc) rawTyped(t *testing.T, method, path, token, contentType, bo
 	return resp.StatusCode, data
 }
 
-// waitFor polls cond until it holds, failing the test with cond's last words at the
-// deadline.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // waitTopic polls the topic's description until every partition passes ok.
 func waitTopic(t *testing.T, c *api.Client, mirror, topic string, what string, ok func(api.Partition) bool) *api.Topic {
 	t.Helper()
 	var last *api.Topic
-	waitFor(t, 60*time.Second, what, func() (bool, string) {
+	kafkatest.WaitFor(t, 60*time.Second, what, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		d, err := c.GetTopic(ctx, mirror, topic)

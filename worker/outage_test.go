@@ -268,7 +268,7 @@ func TestWorkerStalledSource(t *testing.T) {
 	produce(t, prod, "orders", 50, 50)
 	produce(t, prod, "events", 50, 50)
 	var stalled api.Partition
-	waitFor(t, 2*time.Minute, "orders reported stalled", func() (bool, string) {
+	kafkatest.WaitFor(t, 2*time.Minute, "orders reported stalled", func() (bool, string) {
 		reqCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		d, err := c.GetTopic(reqCtx, "m", "orders")
@@ -304,7 +304,7 @@ func TestWorkerStalledSource(t *testing.T) {
 	waitTopic(t, c, "m", "orders", "orders caught up after the source came back", func(p api.Partition) bool {
 		return caughtUp(api.StateMirroring)(p) && p.SourceOffset == 100 && p.Error == "" && len(p.Unreachable) == 0
 	})
-	waitFor(t, 30*time.Second, "no stalled partition in the metrics", func() (bool, string) {
+	kafkatest.WaitFor(t, 30*time.Second, "no stalled partition in the metrics", func() (bool, string) {
 		v, _ := metric(scrape(t, w.URL), "kafkamirror_stalled_partitions")
 		return v == 0, fmt.Sprintf("kafkamirror_stalled_partitions %v", v)
 	})

@@ -505,7 +505,7 @@ func TestWorkerRestartResumes(t *testing.T) {
 		ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
 		return sum
 	}
-	waitFor(t, 30*time.Second, "mirroring of the new records", func() (bool, string) {
+	kafkatest.WaitFor(t, 30*time.Second, "mirroring of the new records", func() (bool, string) {
 		return destEnd() > 400, fmt.Sprintf("destination holds %d offsets", destEnd())
 	})
 	if code := w.Terminate(t); code != 0 {
@@ -516,12 +516,12 @@ func TestWorkerRestartResumes(t *testing.T) {
 	}
 	// The source moves on while the worker is down.
 	before := produced.Load()
-	waitFor(t, 30*time.Second, "records produced while the worker is down", func() (bool, string) {
+	kafkatest.WaitFor(t, 30*time.Second, "records produced while the worker is down", func() (bool, string) {
 		return produced.Load() >= before+100, fmt.Sprintf("%d produced", produced.Load())
 	})
 
 	w2 := startWorker(t, env)
-	waitFor(t, 30*time.Second, "mirroring after the restart", func() (bool, string) {
+	kafkatest.WaitFor(t, 30*time.Second, "mirroring after the restart", func() (bool, string) {
 		return destEnd() > before, fmt.Sprintf("destination holds %d offsets", destEnd())
 	})
 	stopProducing()
@@ -673,7 +673,7 @@ func TestWorkerNeverRevealsSecrets(t *testing.T) {
 	// A worker with another secret key cannot open the stored credentials: not ready, and
 	// it says which setting to look at.
 	w2 := startProc(t, workerEnv(dst, "KAFKAMIRROR_SECRET_KEY=another-secret-key-0123456789"))
-	waitFor(t, 30*time.Second, "a not-ready answer naming the secret key", func() (bool, string) {
+	kafkatest.WaitFor(t, 30*time.Second, "a not-ready answer naming the secret key", func() (bool, string) {
 		m := regexp.MustCompile(`"url":"(http://[^"]+)"`).FindStringSubmatch(w2.Stderr.String())
 		if m == nil {
 			return false, "no listening line yet"
@@ -698,7 +698,7 @@ func TestWorkerNotReadyUntilTheEngineOpens(t *testing.T) {
 	nowhere := ln.Addr().String()
 	ln.Close()
 	w := startProc(t, workerEnv(nil, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS="+nowhere))
-	waitFor(t, 30*time.Second, "the API to listen", func() (bool, string) {
+	kafkatest.WaitFor(t, 30*time.Second, "the API to listen", func() (bool, string) {
 		m := regexp.MustCompile(`"url":"(http://[^"]+)"`).FindStringSubmatch(w.Stderr.String())
 		if m == nil {
 			return false, w.Stderr.String()

@@ -55,7 +55,7 @@ func TestKafkaKillAndRestartBroker(t *testing.T) {
 	leader := leaderOf(t, cl, "replicated", 0)
 	c.KillBroker(t, leader)
 	// The record written with acks=all survives, and the partition moves to another leader.
-	waitFor(t, 60*time.Second, "a new leader", func() bool {
+	WaitUntil(t, 60*time.Second, "a new leader", func() bool {
 		l, err := tryLeaderOf(cl, "replicated", 0)
 		return err == nil && l != leader
 	})
@@ -63,7 +63,7 @@ func TestKafkaKillAndRestartBroker(t *testing.T) {
 		t.Fatalf("record after the kill at offset %d, want 1", off)
 	}
 	c.RestartBroker(t, leader)
-	waitFor(t, 60*time.Second, "the restarted broker back in sync", func() bool {
+	WaitUntil(t, 60*time.Second, "the restarted broker back in sync", func() bool {
 		m, err := adm.Metadata(ctx, "replicated")
 		if err != nil {
 			return false
@@ -93,7 +93,7 @@ func TestKafkaWithACLs(t *testing.T) {
 	if _, err := c.Admin(t).CreateACLs(ctx, acl); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "alice allowed to write", func() bool {
+	WaitUntil(t, 30*time.Second, "alice allowed to write", func() bool {
 		cl, err := kgo.NewClient(append(c.ClientOptsAs("alice", "alice-secret"), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 		if err != nil {
 			return false
@@ -120,15 +120,4 @@ func tryLeaderOf(cl *kgo.Client, topic string, p int32) (int32, error) {
 		return 0, err
 	}
 	return m.leaders[p], nil
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -365,7 +365,7 @@ func TestGroupPausedWorkerStandsDownFirst(t *testing.T) {
 	onEveryTier(t, func(t *testing.T, dst *kafkatest.Cluster) {
 		units, l, ws, before, mark := threeSettled(t, dst)
 		ws[2].gate.pause()
-		waitFor(t, time.Minute, "w3's units running elsewhere", func() bool {
+		kafkatest.WaitUntil(t, time.Minute, "w3's units running elsewhere", func() bool {
 			running := l.running()
 			return !slices.ContainsFunc(before["w3"], func(u Unit) bool { return len(running[u]) != 1 || running[u][0] == "w3" })
 		})
@@ -381,7 +381,7 @@ func TestGroupPausedWorkerStandsDownFirst(t *testing.T) {
 			}
 		}
 		ws[2].gate.resume()
-		waitFor(t, time.Minute, "w3 back with a share", func() bool {
+		kafkatest.WaitUntil(t, time.Minute, "w3 back with a share", func() bool {
 			return len(ws[2].m.Owned()) > 0 && len(l.running()) == len(units)
 		})
 		checkBalanced(t, l.settled(t, units, time.Minute), 3, len(units))
@@ -409,15 +409,4 @@ func TestGroupRefusesAnIncompatibleWorker(t *testing.T) {
 			t.Fatalf("running %v", running)
 		}
 	})
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

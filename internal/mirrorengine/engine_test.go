@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -327,7 +326,7 @@ func TestEngineResumesInterruptedWork(t *testing.T) {
 }
 
 func TestEngineSourceClusterIDChanged(t *testing.T) {
-	port := freePort(t)
+	port := kafkatest.FreePort(t)
 	src := kafkatest.New(t, kafkatest.ClusterID("source-one"), kafkatest.Ports(port))
 	dst := kafkatest.New(t, kafkatest.ClusterID("destination"))
 	src.CreateTopic(t, "t", 1, nil)
@@ -359,16 +358,6 @@ func TestEngineSourceClusterIDChanged(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func TestEngineSourceTopicRecreated(t *testing.T) {
@@ -422,7 +411,7 @@ func TestEngineCommandErrors(t *testing.T) {
 		{"reserved suffix", create("m.paused", sourceOf(src), ""), CodeInvalidClusterMirrorName},
 		{"no bootstrap", create("m", SourceConnection{}, ""), CodeInvalidClusterMirrorConfig},
 		{"bad mechanism", create("m", SourceConnection{BootstrapServers: src.Addrs(), SASL: &SASLSettings{Mechanism: "GSSAPI", Username: "u"}}, ""), CodeInvalidClusterMirrorConfig},
-		{"unreachable", create("m", SourceConnection{BootstrapServers: []string{fmt.Sprintf("127.0.0.1:%d", freePort(t))}}, ""), CodeSourceClusterUnreachable},
+		{"unreachable", create("m", SourceConnection{BootstrapServers: []string{fmt.Sprintf("127.0.0.1:%d", kafkatest.FreePort(t))}}, ""), CodeSourceClusterUnreachable},
 		{"wrong cluster id", create("m", sourceOf(src), "someone-else"), CodeSourceClusterIDMismatch},
 		{"itself", create("m", sourceOf(dst), ""), CodeInvalidClusterMirrorConfig},
 		{"created", create("m", sourceOf(src), "source-cluster"), ""},
@@ -632,7 +621,7 @@ func TestEnginePauseClosesReplayedTransactions(t *testing.T) {
 	ctx := context.Background()
 	topicCmd(t, e.PauseMirrorTopics, "a-to-b", "payments")
 	// The source transaction ends while the partition is PAUSING.
-	waitFor(t, "the partition to be PAUSING", func() bool {
+	kafkatest.WaitUntil(t, 30*time.Second, "the partition to be PAUSING", func() bool {
 		d, err := e.DescribeMirrorTopic(ctx, "a-to-b", "payments")
 		return err == nil && len(d.Partitions) == 1 && d.Partitions[0].State == partitionstate.StatePausing
 	})

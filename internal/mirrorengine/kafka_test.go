@@ -273,7 +273,7 @@ func stopCleaning(t *testing.T, c *kafkatest.Cluster, topic string, partitions i
 	// A pass that began before the change ends within moments; the log must then stay as
 	// it is for a while.
 	last, since := layout(), time.Now()
-	waitFor(t, "the log cleaner of "+topic+" to stop", func() bool {
+	kafkatest.WaitUntil(t, 30*time.Second, "the log cleaner of "+topic+" to stop", func() bool {
 		if now := layout(); now != last {
 			last, since = now, time.Now()
 		}

@@ -68,7 +68,7 @@ func TestKafkaMirrorFailsOnSourceTruncation(t *testing.T) {
 	// same offsets; the old leader comes back and truncates.
 	src.StopBroker(t, leader)
 	src.RestartBroker(t, follower)
-	waitFor(t, "an unclean leader election", func() bool {
+	kafkatest.WaitUntil(t, 30*time.Second, "an unclean leader election", func() bool {
 		res, err := adm.ElectLeaders(ctx, kadm.ElectLiveReplica, kadm.TopicsSet{topic: {0: {}}})
 		if err != nil {
 			return false

@@ -203,7 +203,7 @@ func closeAll(t *testing.T, txns []*txnProducer) {
 // offsets reach its high watermarks.
 func waitStable(t *testing.T, c *kafkatest.Cluster, topic string) {
 	t.Helper()
-	waitFor(t, "the markers of "+topic+" to land", func() bool {
+	kafkatest.WaitUntil(t, 30*time.Second, "the markers of "+topic+" to land", func() bool {
 		lso, err := c.Admin(t).ListCommittedOffsets(context.Background(), topic)
 		if err != nil {
 			return false

@@ -772,7 +772,7 @@ func TestStoreWriteUnacknowledgedInTime(t *testing.T) {
 		t.Fatalf("write whose context ended first: %v, want errWriteUnacknowledged", err)
 	}
 	close(release)
-	waitFor(t, "the late acknowledgement in the view", func() bool {
+	kafkatest.WaitUntil(t, 30*time.Second, "the late acknowledgement in the view", func() bool {
 		tc, ok := s.TopicConfig("t")
 		return ok && tc.MirrorName == "m"
 	})

@@ -54,7 +54,7 @@ func unknownOutcome(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 	for i := range 5 {
 		produceSync(t, prod, records(topic, 0, 20, fmt.Sprint("held-", i))...)
 	}
-	waitFor(t, "the held produce to be delivered", func() bool { return faults.Delivered() == 1 })
+	kafkatest.WaitUntil(t, 30*time.Second, "the held produce to be delivered", func() bool { return faults.Delivered() == 1 })
 	// A held batch appended again would stand past the source's end.
 	produceSync(t, prod, records(topic, 0, 10, "after-held")...)
 	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
@@ -63,23 +63,12 @@ func unknownOutcome(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 	for i := range 5 {
 		produceSync(t, prod, records(topic, 0, 20, fmt.Sprint("dropped-", i))...)
 	}
-	waitFor(t, "a produce answer to be dropped", func() bool { return faults.Fired() == 2 })
+	kafkatest.WaitUntil(t, 30*time.Second, "a produce answer to be dropped", func() bool { return faults.Fired() == 2 })
 	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
 	select {
 	case err := <-errc:
 		t.Fatalf("the mirror stopped: %v", err)
 	default:
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -103,7 +92,7 @@ func unknownOutcomeAcrossWorkers(t *testing.T, src, dst *kafkatest.Cluster, topi
 
 	faults.HoldNext(3 * time.Second)
 	produceSync(t, prod, records(topic, 0, 20, "held")...)
-	waitFor(t, "a produce to be held", func() bool { return faults.Fired() == 1 })
+	kafkatest.WaitUntil(t, 30*time.Second, "a produce to be held", func() bool { return faults.Fired() == 1 })
 	kill()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -113,7 +102,7 @@ func unknownOutcomeAcrossWorkers(t *testing.T, src, dst *kafkatest.Cluster, topi
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { errc <- next.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-errc })
-	waitFor(t, "the held produce to be delivered", func() bool { return faults.Delivered() == 1 })
+	kafkatest.WaitUntil(t, 30*time.Second, "the held produce to be delivered", func() bool { return faults.Delivered() == 1 })
 	produceSync(t, prod, records(topic, 0, 10, "after")...)
 	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
 	select {

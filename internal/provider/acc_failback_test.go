@@ -226,7 +226,7 @@ resource "kafkamirror_mirror_topic" "apps" {
 						produceTo(t, dst, "app.users", p, "a foreign write on the destination")
 						produceTo(t, src, "app.users", p, "a new source record")
 					}
-					waitUntil(t, time.Minute, "app.users partitions FAILED for good", func() (bool, string) {
+					kafkatest.WaitFor(t, time.Minute, "app.users partitions FAILED for good", func() (bool, string) {
 						d, err := w.client.GetTopic(ctxT(t), "apps", "app.users")
 						if err != nil {
 							return false, err.Error()

@@ -256,7 +256,7 @@ resource "kafkamirror_mirror_topic" "orders" {
 					pausedEnds = endOffsets(t, dst, "orders")
 					produce(t, srcProducer, "orders", 300, 60)
 					// The worker sees the new records (lag 60) and copies none of them.
-					waitUntil(t, 30*time.Second, "the worker to report 60 records of lag", func() (bool, string) {
+					kafkatest.WaitFor(t, 30*time.Second, "the worker to report 60 records of lag", func() (bool, string) {
 						d, err := w.client.GetTopic(ctxT(t), mirror, "orders")
 						if err != nil {
 							return false, err.Error()

@@ -274,28 +274,11 @@ func (w *testWorker) providerBlock(name string, extra ...string) string {
 	return fmt.Sprintf("provider %q {\n  worker_url   = %q\n  worker_token = %q\n%s}\n", name, w.url, testToken, strings.Join(extra, "\n"))
 }
 
-// waitUntil polls cond every 50ms until it holds, failing the test with cond's last words
-// at the deadline.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // waitTopicState polls the worker until every partition of the topic is in state.
 func (w *testWorker) waitTopicState(t *testing.T, mirror, topic, state string) *api.Topic {
 	t.Helper()
 	var last *api.Topic
-	waitUntil(t, 60*time.Second, fmt.Sprintf("topic %s of %s in %s", topic, mirror, state), func() (bool, string) {
+	kafkatest.WaitFor(t, 60*time.Second, fmt.Sprintf("topic %s of %s in %s", topic, mirror, state), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		d, err := w.client.GetTopic(ctx, mirror, topic)
