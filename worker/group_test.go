@@ -425,3 +425,50 @@ func failures(t *testing.T, workers []*workerProc) []float64 {
 	}
 	return out
 }
+
+// TestWorkerGroupSourcePartitionsAdded: partitions added to a mirrored source topic are
+// mirrored by a group of three workers. Only the worker running the mirror's metadata sync
+// sees the source grow; it records the new partitions, so the group's leader assigns them
+// wherever it runs.
+func TestWorkerGroupSourcePartitionsAdded(t *testing.T) {
+	t.Parallel()
+	kafkatest.RequireFake(t)
+	src, dst := kafkatest.Pair(t)
+	min := "500"
+	if _, err := dst.Admin(t).AlterBrokerConfigs(ctxT(t), []kadm.AlterConfig{{Name: "group.min.session.timeout.ms", Value: &min}}); err != nil {
+		t.Fatal(err)
+	}
+	prod, workers := startGroup(t, src, dst, 3, 3)
+	ctx := ctxT(t)
+	if _, err := workers[0].Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "grow", Source: api.SourceConnection{BootstrapServers: src.Addrs()},
+		Sync: &api.SyncSettings{Interval: "1s"}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := workers[0].Client.StartTopics(ctx, "grow", []string{"events"}, ""); err != nil || res[0].Err() != nil {
+		t.Fatalf("start: %+v, %v", res, err)
+	}
+	waitTopic(t, workers[1].Client, "grow", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
+
+	if _, err := src.Admin(t).UpdatePartitions(ctx, 9, "events"); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, prod, "events", 1000, 900) // keyed: every partition gets records
+	kafkatest.WaitFor(t, 60*time.Second, "the nine partitions MIRRORING with lag 0, seen from each worker", func() (bool, string) {
+		for _, w := range workers {
+			d, err := w.Client.GetTopic(ctxT(t), "grow", "events")
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(d.Partitions) != 9 {
+				return false, fmt.Sprintf("%d partitions described", len(d.Partitions))
+			}
+			for _, p := range d.Partitions {
+				if !caughtUp(api.StateMirroring)(p) {
+					return false, fmt.Sprintf("partition %d: %s, lag %d", p.Partition, p.State, p.Lag)
+				}
+			}
+		}
+		return true, ""
+	})
+	kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
+}

@@ -177,6 +177,29 @@ func (e *Engine) restartElsewhere(ctx context.Context, mirror, topic string) err
 	return nil
 }
 
+// recordNewPartitions records the PREPARING of the partitions a mirrored topic gained, from
+// partition `from` on, when several workers share the destination: the other workers — the
+// group's leader among them — learn of a partition from its record (or from the topic's
+// record changing), and only the worker that runs the mirror's sync has seen the source grow.
+func (e *Engine) recordNewPartitions(ctx context.Context, mirror, topic string, from, to int) error {
+	if e.cfg.Placement == nil {
+		return nil
+	}
+	start, _, err := partitionstate.Next(partitionstate.Status{}, partitionstate.DesiredMirroring, partitionstate.Evaluate{}, e.cfg.Retry)
+	if err != nil {
+		return err
+	}
+	for p := int32(from); p < int32(to); p++ {
+		if _, ok := e.store.Partition(mirror, topic, p); ok {
+			continue
+		}
+		if err := e.store.PutPartition(ctx, mirror, topic, p, PartitionRecord{Status: start, UpdatedAt: time.Now().UTC()}); err != nil {
+			return fmt.Errorf("recording the new partition %s[%d]: %w", topic, p, err)
+		}
+	}
+	return nil
+}
+
 // quietElsewhere refuses to quiesce a topic whose partitions run on other workers and are
 // not quiet: this engine cannot stop them, and deleting the topic under them would let
 // them write into its successor.

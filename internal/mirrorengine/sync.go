@@ -235,6 +235,9 @@ func (s *syncer) syncPartitions(ctx context.Context, src cluster, topics []strin
 				continue
 			}
 			s.e.log.Info("destination topic grew with the source", "mirror", s.mirror, "topic", topic, "from", dm.partitions, "to", sm.partitions)
+			if err := s.e.recordNewPartitions(ctx, s.mirror, topic, dm.partitions, sm.partitions); err != nil {
+				problems = append(problems, err.Error())
+			}
 		}
 		if err := s.e.ensureRunners(ctx, s.mirror, topic); err != nil {
 			problems = append(problems, err.Error())
