@@ -30,21 +30,25 @@ import (
 // order, so one busy partition cannot starve the others.
 const fetchResponseMaxBytes = 32 << 20
 
-type fetcherKey struct {
+// brokerKey names one broker of one client: fetchers and produce pipelines run per broker.
+type brokerKey struct {
 	cl     *kgo.Client
 	broker int32
 }
 
+// brokerRegistry holds the running per-broker workers of one kind.
+type brokerRegistry[T any] struct {
+	mu sync.Mutex
+	m  map[brokerKey]T
+}
+
 // fetchers are the running fetchers. A fetcher starts with its first feed and ends with its
 // last.
-var fetchers = struct {
-	mu sync.Mutex
-	m  map[fetcherKey]*brokerFetcher
-}{m: map[fetcherKey]*brokerFetcher{}}
+var fetchers = brokerRegistry[*brokerFetcher]{m: map[brokerKey]*brokerFetcher{}}
 
 // brokerFetcher fetches for every feed of one source broker.
 type brokerFetcher struct {
-	key    fetcherKey
+	key    brokerKey
 	src    cluster
 	obs    Observer
 	cancel context.CancelFunc
@@ -92,7 +96,7 @@ type fetchResult struct {
 
 // subscribe adds a partition, to be read from offset, to the fetcher of its leader.
 func subscribe(src cluster, meta topicMeta, cfg *PartitionConfig, offset int64) *feed {
-	key := fetcherKey{src.cl, meta.leader}
+	key := brokerKey{src.cl, meta.leader}
 	fetchers.mu.Lock()
 	defer fetchers.mu.Unlock()
 	bf := fetchers.m[key]

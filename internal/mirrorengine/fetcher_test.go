@@ -109,7 +109,7 @@ func partitionNames(topic string, partitions int32) []string {
 // sessionOf returns the partitions the fetch session of cl's fetcher of broker holds.
 func sessionOf(cl *kgo.Client, broker int32) []string {
 	fetchers.mu.Lock()
-	bf := fetchers.m[fetcherKey{cl, broker}]
+	bf := fetchers.m[brokerKey{cl, broker}]
 	fetchers.mu.Unlock()
 	if bf == nil {
 		return nil
@@ -540,7 +540,7 @@ func TestFetcherFollowsLeadersMidStream(t *testing.T) {
 // 0: none).
 func liveSession(cl *kgo.Client, broker int32) (id, epoch int32) {
 	fetchers.mu.Lock()
-	bf := fetchers.m[fetcherKey{cl, broker}]
+	bf := fetchers.m[brokerKey{cl, broker}]
 	fetchers.mu.Unlock()
 	if bf == nil {
 		return 0, 0

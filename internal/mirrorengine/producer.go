@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -31,22 +30,14 @@ const (
 	produceTimeoutMillis = 30000
 )
 
-type producerKey struct {
-	cl     *kgo.Client
-	broker int32
-}
-
 // brokerProducers are the running pipelines. A pipeline starts with the first partition
 // that writes to its broker and ends with the last.
-var brokerProducers = struct {
-	mu sync.Mutex
-	m  map[producerKey]*brokerProducer
-}{m: map[producerKey]*brokerProducer{}}
+var brokerProducers = brokerRegistry[*brokerProducer]{m: map[brokerKey]*brokerProducer{}}
 
 // brokerProducer sends the non-transactional batches of every partition one destination
 // broker leads.
 type brokerProducer struct {
-	key         producerKey
+	key         brokerKey
 	dst         cluster
 	obs         Observer
 	maxInFlight int
@@ -80,7 +71,7 @@ type produced struct {
 // acquireProducer returns the pipeline to a destination broker, starting it for its first
 // user; every acquire is paired with a release.
 func acquireProducer(dst cluster, broker int32, cfg *PartitionConfig) *brokerProducer {
-	key := producerKey{dst.cl, broker}
+	key := brokerKey{dst.cl, broker}
 	brokerProducers.mu.Lock()
 	defer brokerProducers.mu.Unlock()
 	bp := brokerProducers.m[key]
