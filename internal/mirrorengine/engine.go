@@ -112,6 +112,13 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := checkBrokerVersions(ctx, cfg.Destination, "destination"); err != nil {
 		return nil, err
 	}
+	if cfg.Store.Replication == nil {
+		// __mirror_state is replicated as a destination topic of a source with 3 replicas.
+		cfg.Store.Replication = func(brokers int) (int16, int) {
+			r := replicationFor(3, 0, 3, 0, brokers)
+			return r.factor, r.minInsync
+		}
+	}
 	store, err := OpenStore(ctx, cfg.Destination, cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", storeTopic(cfg.Store), err)
@@ -821,4 +828,47 @@ func (e *Engine) eachTopic(topics []string, fn func(string) *CommandError) []Top
 		out = append(out, TopicResult{Topic: t, Err: err})
 	}
 	return out
+}
+
+// TopicOwner returns the owner recorded in the topic's config ("" when none) and whether
+// the topic has a config at all.
+func (e *Engine) TopicOwner(topic string) (owner string, ok bool) {
+	tc, ok := e.store.TopicConfig(topic)
+	return tc.Owner, ok
+}
+
+// SetTopicOwner records the owner of a topic that has a config; "" releases it. Commands
+// and PREPARING rewrite the same record, so it takes their locks (in their order): no write
+// of theirs is lost, nor this one.
+func (e *Engine) SetTopicOwner(ctx context.Context, topic, owner string) error {
+	e.cmdMu.Lock()
+	defer e.cmdMu.Unlock()
+	e.topicMu.Lock()
+	defer e.topicMu.Unlock()
+	tc, ok := e.store.TopicConfig(topic)
+	if !ok {
+		return cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in any cluster mirror", topic)
+	}
+	if tc.Owner == owner {
+		return nil
+	}
+	tc.Owner = owner
+	if cerr := e.record(ctx, fmt.Sprintf("recording the owner of %q", topic), func(ctx context.Context) error {
+		return e.store.PutTopicConfig(ctx, topic, tc)
+	}); cerr != nil {
+		return cerr
+	}
+	return nil
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

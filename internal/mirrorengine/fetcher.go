@@ -274,7 +274,7 @@ func (bf *brokerFetcher) run(ctx context.Context) {
 		}
 		bf.sessionAnswered(req, resp)
 		if throttled(resp) {
-			if storeSleep(ctx, time.Duration(resp.ThrottleMillis)*time.Millisecond) != nil {
+			if sleep(ctx, time.Duration(resp.ThrottleMillis)*time.Millisecond) != nil {
 				return
 			}
 			continue

@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
 )
 
 // cluster is one side of a mirror: a client and the role it plays, for error messages.
@@ -101,7 +103,7 @@ func (c cluster) fetch(ctx context.Context, meta topicMeta, topic string, partit
 		if !throttled(resp) {
 			break
 		}
-		if err := storeSleep(ctx, time.Duration(resp.ThrottleMillis)*time.Millisecond); err != nil {
+		if err := sleep(ctx, time.Duration(resp.ThrottleMillis)*time.Millisecond); err != nil {
 			return fetched{}, err
 		}
 	}
@@ -166,7 +168,7 @@ func (c cluster) produce(ctx context.Context, leader int32, topic string, id [16
 	req := newProduceRequest(txnID)
 	addProduce(req, 0, topic, id, partition, batch)
 
-	if err := leaseErr(ctx); err != nil {
+	if err := lease.Err(ctx); err != nil {
 		return 0, err
 	}
 	// Once the request is on its way, its answer is awaited even when ctx ends (bounded by
@@ -429,7 +431,7 @@ func retryConcurrentTxn(ctx context.Context, fn func() error) error {
 		if !errors.Is(err, kerr.ConcurrentTransactions) || time.Now().After(deadline) {
 			return err
 		}
-		if err := storeSleep(ctx, wait); err != nil {
+		if err := sleep(ctx, wait); err != nil {
 			return err
 		}
 		wait = min(2*wait, 200*time.Millisecond)

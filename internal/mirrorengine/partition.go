@@ -193,7 +193,7 @@ func (m *PartitionMirror) Run(ctx context.Context) error {
 		var wait time.Duration
 		wait, backoff = retryBackoff(backoff, progressed)
 		m.log.Warn("partition mirror session failed; retrying", "error", err, "backoff", wait)
-		if storeSleep(ctx, wait/2+rand.N(wait/2+1)) != nil {
+		if sleep(ctx, wait/2+rand.N(wait/2+1)) != nil {
 			return nil
 		}
 	}
@@ -617,7 +617,7 @@ func (s *session) step(ctx context.Context) error {
 	if err := s.moveLogStart(ctx, f.logStartOffset); err != nil || p.retry == 0 {
 		return err
 	}
-	return storeSleep(ctx, p.retry)
+	return sleep(ctx, p.retry)
 }
 
 // execute performs one write of a plan.
@@ -996,7 +996,7 @@ func (s *session) awaitMarker(ctx context.Context, at, n int64) error {
 		case end > at+n:
 			return &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: at + n - 1, Actual: end - 1}
 		}
-		if err := storeSleep(ctx, wait); err != nil {
+		if err := sleep(ctx, wait); err != nil {
 			return err
 		}
 		wait = min(2*wait, 100*time.Millisecond)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -66,23 +67,9 @@ func (p *placement) syncOwned(pl Placement, mirror string) context.Context {
 	return nil
 }
 
-// leaseKey carries an ownership context down to the writes made under it.
-type leaseKey struct{}
-
-// leaseErr is the ownership context's Err when ctx runs under one, else nil. Writes to the
-// destination check it right before they are sent: an ownership context may read a lease
-// clock in Err (a process resumed after SIGSTOP runs its timers late), so a derived
-// context, which only learns of the end through Done, could still let one write out.
-func leaseErr(ctx context.Context) error {
-	if lease, ok := ctx.Value(leaseKey{}).(context.Context); ok {
-		return lease.Err()
-	}
-	return nil
-}
-
 // owned derives the context of work owned under lease: it ends with the lease or the engine.
-func (e *Engine) owned(lease context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.WithValue(lease, leaseKey{}, lease))
+func (e *Engine) owned(owner context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(lease.With(owner, owner))
 	stop := context.AfterFunc(e.ctx, cancel)
 	return ctx, func() { stop(); cancel() }
 }

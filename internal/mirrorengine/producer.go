@@ -19,6 +19,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
 )
 
 const (
@@ -165,7 +167,7 @@ func (bp *brokerProducer) request() (*kmsg.ProduceRequest, []*produceItem) {
 		it.queued = false
 		it.stop()
 		// The lease is checked right before a batch joins: a derived ctx may not know yet.
-		if err := leaseErr(it.ctx); err != nil {
+		if err := lease.Err(it.ctx); err != nil {
 			it.done <- produced{err: err}
 			continue
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
 )
 
 // wiredBatch is one batch of a produce request, as the destination received it.
@@ -424,7 +425,7 @@ func TestProducerWithdrawsOnlyBatchesNotYetSent(t *testing.T) {
 	stoppedCtx, stop := context.WithCancel(context.Background())
 	stopped, lapsed := make(chan produced, 1), make(chan produced, 1)
 	bp.enqueue(stoppedCtx, "t", meta.id, 1, testBatch(t, idem, 0, []byte("stopped")), stopped)
-	leaseCtx := context.WithValue(context.Background(), leaseKey{}, endedLease{context.Background()})
+	leaseCtx := lease.With(context.Background(), endedLease{context.Background()})
 	bp.enqueue(leaseCtx, "t", meta.id, 2, testBatch(t, idem, 0, []byte("lapsed")), lapsed)
 	stop()
 	if r := answer(t, stopped); !errors.Is(r.err, context.Canceled) {

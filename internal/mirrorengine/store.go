@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
 )
 
 // DefaultStoreTopic is the metadata topic's name, as in the KIP.
@@ -48,11 +49,15 @@ type StoreConfig struct {
 	// mirror.state.topic.num.partitions it must not change once the topic
 	// exists: a record's partition is the hash of its key modulo the count.
 	Partitions int32
-	// ReplicationFactor is used when the topic is created; default (0): 3,
-	// capped by the destination's broker count, with min.insync.replicas 2
-	// from 3 replicas on (the durable state of every mirror lives here); -1:
-	// the broker's defaults.
+	// ReplicationFactor is used when the topic is created; 0: Replication
+	// decides; -1: the broker's defaults.
 	ReplicationFactor int16
+	// Replication, when ReplicationFactor is 0, gives the topic's replication
+	// factor and min.insync.replicas (0: the broker's) from the destination's
+	// broker count when the topic is created; nil: the broker's defaults. The
+	// engine replicates it as a DR copy (the durable state of every mirror
+	// lives here).
+	Replication func(brokers int) (factor int16, minInsync int)
 	// Sealer seals secret fields. Nil: mirrors with secrets can be neither
 	// stored nor loaded (the error names KAFKAMIRROR_SECRET_KEY).
 	Sealer *Sealer
@@ -300,16 +305,19 @@ func ensureStoreTopic(ctx context.Context, cl *kgo.Client, cfg StoreConfig) erro
 	adm := kadm.NewClient(cl)
 	if !exists {
 		configs := map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}
-		if cfg.ReplicationFactor == 0 {
+		switch {
+		case cfg.ReplicationFactor == 0 && cfg.Replication != nil:
 			meta, err := adm.Metadata(ctx)
 			if err != nil {
 				return fmt.Errorf("mirror state store: counting the destination's brokers: %w", err)
 			}
-			r := replicationFor(3, 0, 3, 0, len(meta.Brokers))
-			cfg.ReplicationFactor = r.factor
-			if r.minInsync > 0 {
-				configs["min.insync.replicas"] = kmsg.StringPtr(strconv.Itoa(r.minInsync))
+			factor, minInsync := cfg.Replication(len(meta.Brokers))
+			cfg.ReplicationFactor = factor
+			if minInsync > 0 {
+				configs["min.insync.replicas"] = kmsg.StringPtr(strconv.Itoa(minInsync))
 			}
+		case cfg.ReplicationFactor == 0:
+			cfg.ReplicationFactor = -1
 		}
 		resp, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, configs, cfg.Topic)
 		if err == nil {
@@ -439,21 +447,12 @@ func storeRetry(ctx context.Context, log *slog.Logger, what string, op func() er
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		log.Debug("mirror state store: retrying", "step", what, "attempt", attempt, "error", err)
-		if cerr := storeSleep(ctx, backoff); cerr != nil {
-			return fmt.Errorf("%s: %w (last error: %v)", what, cerr, err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, storeBackoffMax)
-	}
-}
-
-func storeSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
@@ -961,37 +960,6 @@ func (s *Store) DeleteTopicConfig(ctx context.Context, topic string) error {
 	return s.del(ctx, recordKey{kind: kindTopicConfig, topic: topic})
 }
 
-// TopicOwner returns the owner recorded in the topic's config ("" when none) and whether
-// the topic has a config at all.
-func (e *Engine) TopicOwner(topic string) (owner string, ok bool) {
-	tc, ok := e.store.TopicConfig(topic)
-	return tc.Owner, ok
-}
-
-// SetTopicOwner records the owner of a topic that has a config; "" releases it. Commands
-// and PREPARING rewrite the same record, so it takes their locks (in their order): no write
-// of theirs is lost, nor this one.
-func (e *Engine) SetTopicOwner(ctx context.Context, topic, owner string) error {
-	e.cmdMu.Lock()
-	defer e.cmdMu.Unlock()
-	e.topicMu.Lock()
-	defer e.topicMu.Unlock()
-	tc, ok := e.store.TopicConfig(topic)
-	if !ok {
-		return cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in any cluster mirror", topic)
-	}
-	if tc.Owner == owner {
-		return nil
-	}
-	tc.Owner = owner
-	if cerr := e.record(ctx, fmt.Sprintf("recording the owner of %q", topic), func(ctx context.Context) error {
-		return e.store.PutTopicConfig(ctx, topic, tc)
-	}); cerr != nil {
-		return cerr
-	}
-	return nil
-}
-
 // PutPartition stores a partition's state.
 func (s *Store) PutPartition(ctx context.Context, mirror, topic string, partition int32, r PartitionRecord) error {
 	k := recordKey{kind: kindPartition, mirror: mirror, topic: topic, partition: partition}
@@ -1073,7 +1041,7 @@ func (s *Store) write(ctx context.Context, ws []pendingWrite) error {
 	if s.readOnly {
 		return ErrReadOnlyStore
 	}
-	if err := leaseErr(ctx); err != nil {
+	if err := lease.Err(ctx); err != nil {
 		return err // a partition's state is recorded only by its owner
 	}
 	if len(ws) == 0 {
