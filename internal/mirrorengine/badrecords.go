@@ -32,7 +32,7 @@ const (
 )
 
 // StateRecordKinds are the kinds of __mirror_state records (StateRecord.Kind).
-var StateRecordKinds = []string{kindName(kindMirror), kindName(kindTopicConfig), kindName(kindPartition), kindName(kindLastMirror)}
+var StateRecordKinds = []string{KindName(KindMirror), KindName(KindTopicConfig), KindName(KindPartition), KindName(KindLastMirror)}
 
 // BadStateRecords lists the __mirror_state records that cannot be read, sorted by key.
 func (e *Engine) BadStateRecords() []StateRecord { return e.store.BadRecords() }
@@ -40,14 +40,14 @@ func (e *Engine) BadStateRecords() []StateRecord { return e.store.BadRecords() }
 // StateRecord returns the record stored under key, for an operator's eyes: the value of a
 // mirror record has its secret fields (sealed as they are) replaced by "[redacted]".
 func (e *Engine) StateRecord(key string) (StateRecord, error) {
-	if _, err := parseKey(key); err != nil {
+	if _, err := ParseKey(key); err != nil {
 		return StateRecord{}, cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %w", key, err)
 	}
 	r, ok := e.store.Record(key)
 	if !ok {
 		return StateRecord{}, cmdErr(CodeUnknownMirrorStateRecord, "no __mirror_state record %q", key)
 	}
-	if r.Kind == kindName(kindMirror) {
+	if r.Kind == KindName(KindMirror) {
 		r.Value = redactMirrorValue(r.Value)
 	}
 	return r, nil
@@ -63,7 +63,7 @@ func redactMirrorValue(value []byte) []byte {
 	source, _ := v["source"].(map[string]any)
 	for _, secret := range [...]struct{ block, field string }{{"sasl", "password"}, {"tls", "client_key_pem"}} {
 		if b, ok := source[secret.block].(map[string]any); ok && b[secret.field] != nil {
-			b[secret.field] = redactedSecret
+			b[secret.field] = Redacted
 		}
 	}
 	out, err := json.Marshal(v)
@@ -80,7 +80,7 @@ func redactMirrorValue(value []byte) []byte {
 func (e *Engine) RemoveStateRecord(ctx context.Context, key string, force bool) error {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
-	k, err := parseKey(key)
+	k, err := ParseKey(key)
 	if err != nil {
 		return cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %w", key, err)
 	}
@@ -90,7 +90,7 @@ func (e *Engine) RemoveStateRecord(ctx context.Context, key string, force bool) 
 		return cmdErr(CodeUnknownMirrorStateRecord, "no __mirror_state record %q", key)
 	case r.Problem == "" && !force:
 		return cmdErr(CodeInvalidRequest, "__mirror_state record %q is readable; only unreadable records are removed (force removes a readable partition or lastmirror record)", key)
-	case r.Problem == "" && (k.kind == kindMirror || k.kind == kindTopicConfig):
+	case r.Problem == "" && (k.Kind == KindMirror || k.Kind == KindTopicConfig):
 		return cmdErr(CodeInvalidRequest, "__mirror_state record %q is readable: delete the mirror or stop the topic instead", key)
 	}
 	if cerr := e.record(ctx, fmt.Sprintf("removing __mirror_state record %q", key), func(ctx context.Context) error {
@@ -99,8 +99,8 @@ func (e *Engine) RemoveStateRecord(ctx context.Context, key string, force bool) 
 		return cerr
 	}
 	e.log.Warn("__mirror_state record removed by the operator", "key", key, "problem", r.Problem, "forced", r.Problem == "")
-	if k.kind == kindPartition {
-		e.reloadRunner(partitionKey{k.mirror, k.topic, k.partition})
+	if k.Kind == KindPartition {
+		e.reloadRunner(partitionKey{k.Mirror, k.Topic, k.Partition})
 	}
 	return nil
 }
@@ -124,24 +124,24 @@ func (e *Engine) reloadRunner(k partitionKey) {
 }
 
 // recordProblem is the problem of the record stored under k, "" when it is readable or absent.
-func (e *Engine) recordProblem(k recordKey) string {
+func (e *Engine) recordProblem(k RecordKey) string {
 	r, _ := e.store.Record(k.String())
 	return r.Problem
 }
 
 // mirrorProblem refuses commands on a mirror whose record cannot be read; nil otherwise.
 func (e *Engine) mirrorProblem(name string) *CommandError {
-	return e.refusal(recordKey{kind: kindMirror, mirror: name}, "cluster mirror", name, "its topics do not run", "create the mirror again (its topics resume)")
+	return e.refusal(RecordKey{Kind: KindMirror, Mirror: name}, "cluster mirror", name, "its topics do not run", "create the mirror again (its topics resume)")
 }
 
 // topicProblem refuses commands on a topic whose config record cannot be read; nil otherwise.
 func (e *Engine) topicProblem(topic string) *CommandError {
-	return e.refusal(recordKey{kind: kindTopicConfig, topic: topic}, "topic", topic, "it does not run", "start the topic again")
+	return e.refusal(RecordKey{Kind: KindTopicConfig, Topic: topic}, "topic", topic, "it does not run", "start the topic again")
 }
 
 // refusal is the refusal of commands on what the record under k describes, when it cannot
 // be read: what the operator sees meanwhile and how to repair it.
-func (e *Engine) refusal(k recordKey, what, name, meanwhile, then string) *CommandError {
+func (e *Engine) refusal(k RecordKey, what, name, meanwhile, then string) *CommandError {
 	if p := e.recordProblem(k); p != "" {
 		return cmdErr(CodeMirrorStateRecordUnreadable, "%s %q cannot be used: %s; %s. Repair: kafkamirror-worker state remove %s, then %s",
 			what, name, p, meanwhile, k, then)
@@ -164,7 +164,7 @@ func (e *Engine) lookupMirror(name string) (MirrorRecord, *CommandError) {
 // unreadablePartition is the status of a partition whose record cannot be read: FAILED for
 // the operator, with the record's problem and the ways out.
 func unreadablePartition(k partitionKey, problem string) partitionstate.Status {
-	key := recordKey{kind: kindPartition, mirror: k.mirror, topic: k.topic, partition: k.partition}
+	key := RecordKey{Kind: KindPartition, Mirror: k.mirror, Topic: k.topic, Partition: k.partition}
 	return partitionstate.Status{State: partitionstate.StateFailed, RetryAttempt: -1, Error: fmt.Sprintf(
 		"%s; the partition waits for the operator: start the topic again, or kafkamirror-worker state remove %s, and it continues from its destination when that is a prefix of the source",
 		problem, key)}

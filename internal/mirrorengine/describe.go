@@ -88,7 +88,7 @@ func (e *Engine) ListClusterMirrors() []MirrorDescription {
 		out = append(out, e.describeMirror(m))
 	}
 	for _, b := range e.store.BadRecords() {
-		if b.Kind == kindName(kindMirror) {
+		if b.Kind == KindName(KindMirror) {
 			d, _ := e.DescribeClusterMirror(b.Mirror)
 			out = append(out, d)
 		}

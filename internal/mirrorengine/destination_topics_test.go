@@ -2,45 +2,11 @@ package mirrorengine
 
 import (
 	"context"
-	"reflect"
 	"testing"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
-
-// A mirror's destination topic settings are stored in its version-1 record, only when set:
-// a record written before them (every v1 fixture) decodes to the defaults, and one written
-// without them is byte for byte what older workers wrote.
-func TestRecordMirrorDestinationTopics(t *testing.T) {
-	m := MirrorRecord{Name: "m", Source: SourceConnection{BootstrapServers: []string{"a:1"}},
-		DestinationTopics: DestinationTopicSettings{ReplicationFactor: 3, MinInsyncReplicas: 2}}
-	b, err := encodeMirror(m, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const want = `{"v":1,"source":{"bootstrap_servers":["a:1"]},"sync":{"topic_configs":false,"consumer_groups":false,"acls":false},` +
-		`"destination_topics":{"replication_factor":3,"min_insync_replicas":2}}`
-	if string(b) != want {
-		t.Fatalf("encodes as\n%s\nwant\n%s", b, want)
-	}
-	got, err := decodeMirror("mirror/m", "m", b, nil, openSecrets)
-	if err != nil || !reflect.DeepEqual(got, m) {
-		t.Fatalf("round trip: %#v, %v", got, err)
-	}
-	only := MirrorRecord{Name: "m", DestinationTopics: DestinationTopicSettings{ReplicationFactor: 2}}
-	if b, _ := encodeMirror(only, nil); !reflect.DeepEqual(mustDecodeMirror(t, "m", b), only) {
-		t.Fatalf("replication factor alone: %s", b)
-	}
-
-	if got := mustDecodeMirror(t, "small", []byte(fixtureMirrorMinimalV1)); got.DestinationTopics != (DestinationTopicSettings{}) {
-		t.Fatalf("a record from before the settings decodes with %+v", got.DestinationTopics)
-	}
-	b, err = encodeMirror(MirrorRecord{Name: "small", Source: SourceConnection{BootstrapServers: []string{"a:9092"}}}, nil)
-	if err != nil || string(b) != fixtureMirrorMinimalV1 {
-		t.Fatalf("a mirror without settings encodes as %s (%v), want the v1 fixture %s", b, err, fixtureMirrorMinimalV1)
-	}
-}
 
 func mustDecodeMirror(t *testing.T, name string, b []byte) MirrorRecord {
 	t.Helper()

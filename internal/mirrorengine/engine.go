@@ -148,7 +148,7 @@ func (e *Engine) resumeTopics(ctx context.Context, mirror string) {
 			e.runner(partitionKey{mirror, topic, p})
 		}
 		for _, b := range e.store.BadRecords() {
-			if b.Kind == kindName(kindPartition) && b.Mirror == mirror && b.Topic == topic {
+			if b.Kind == KindName(KindPartition) && b.Mirror == mirror && b.Topic == topic {
 				e.runner(partitionKey{mirror, topic, b.Partition}) // FAILED until the operator acts
 			}
 		}
@@ -439,7 +439,7 @@ func (e *Engine) record(ctx context.Context, what string, write func(context.Con
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, errWriteUnacknowledged):
+	case errors.Is(err, ErrWriteUnacknowledged):
 		return cmdErr(CodeRequestTimedOut, "%s: the destination cluster did not acknowledge the %s record within %v, so the command may or may not have taken effect: "+
 			"it did if the destination appended the record, which describe shows once the destination answers again",
 			what, e.store.cfg.Topic, StoreCommandTimeout)

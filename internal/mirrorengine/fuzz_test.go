@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The parsers of bytes from outside the worker: a source broker's record batches and the
-// __mirror_state records. `go test` runs the seed corpora in testdata/fuzz; `go test -fuzz`
+// The parser of bytes from outside the worker: a source broker's record batches (the
+// __mirror_state records are fuzzed in store_fuzz_test.go). `go test` runs the seed corpora in testdata/fuzz; `go test -fuzz`
 // explores from them.
 
 // FuzzBatches feeds a fetch answer's record bytes through the codec: splitBatches, kind,
@@ -146,51 +146,4 @@ func checkReencoded(t *testing.T, src rawBatch, r run, txn bool) {
 			t.Fatalf("re-encoded record %d differs:\n got %+v\nwant %+v", i, g, want)
 		}
 	}
-}
-
-// FuzzStateRecord feeds __mirror_state keys and values to the loader's decoders. Whatever
-// decodes must encode and decode again to the same record.
-func FuzzStateRecord(f *testing.F) {
-	sealer, err := NewSealer(fixtureSecretKey)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, key string, value []byte) {
-		k, err := parseKey(key)
-		if err == nil && k.String() != key {
-			t.Fatalf("key %q parses to %+v, which is stored as %q", key, k, k.String())
-		}
-		if err != nil {
-			k = recordKey{mirror: "m", topic: "t"} // the loader skips it; the decoders must still cope
-		}
-		for _, kind := range []recordKind{kindMirror, kindTopicConfig, kindPartition, kindLastMirror} {
-			k.kind = kind
-			for _, s := range []*Sealer{sealer, nil} {
-				for _, mode := range []secretMode{openSecrets, dropSecrets} {
-					got, err := decodeEntry(k, key, value, s, mode)
-					if err != nil || got == nil {
-						continue
-					}
-					var enc []byte
-					switch v := got.(type) {
-					case MirrorRecord:
-						enc, err = encodeMirror(v, s)
-					case TopicConfigRecord:
-						enc, err = encodeTopicConfig(v)
-					case PartitionRecord:
-						enc, err = encodePartition(v)
-					case LastMirrorRecord:
-						enc, err = encodeLastMirror(v)
-					}
-					if err != nil {
-						t.Fatalf("%T decoded from %q does not encode: %v", got, value, err)
-					}
-					again, err := decodeEntry(k, key, enc, s, mode)
-					if err != nil || !reflect.DeepEqual(again, got) {
-						t.Fatalf("%q decodes to\n%+v\nwhich encodes as %q, decoding to\n%+v (%v)", value, got, enc, again, err)
-					}
-				}
-			}
-		}
-	})
 }

@@ -314,33 +314,33 @@ func (e *Engine) RefreshForCommand(ctx context.Context) *CommandError {
 // followed acts on records another worker wrote: a new or changed mirror (its source
 // client is rebuilt, its topics become units), a topic's mirror.name (its partitions become
 // units; the runners here evaluate the new desired state).
-func (e *Engine) followed(ctx context.Context, changed []recordKey) {
+func (e *Engine) followed(ctx context.Context, changed []RecordKey) {
 	units := false // partitions new to this engine ask for a rebalance themselves (runner)
 	for _, k := range changed {
-		switch k.kind {
-		case kindMirror:
+		switch k.Kind {
+		case KindMirror:
 			units = true
-			e.dropSource(k.mirror)
-			if _, ok := e.store.Mirror(k.mirror); ok {
-				e.resumeTopics(ctx, k.mirror)
+			e.dropSource(k.Mirror)
+			if _, ok := e.store.Mirror(k.Mirror); ok {
+				e.resumeTopics(ctx, k.Mirror)
 			}
-		case kindTopicConfig:
+		case KindTopicConfig:
 			units = true
-			tc, ok := e.store.TopicConfig(k.topic)
-			if m, _ := partitionstate.ParseMirrorName(tc.MirrorName); ok && e.partitionMirrored(partitionKey{mirror: m, topic: k.topic}) {
-				if err := e.ensureRunners(ctx, m, k.topic); err != nil {
-					e.log.Warn("cannot list the source partitions of a mirrored topic yet", "mirror", m, "topic", k.topic, "error", err)
+			tc, ok := e.store.TopicConfig(k.Topic)
+			if m, _ := partitionstate.ParseMirrorName(tc.MirrorName); ok && e.partitionMirrored(partitionKey{mirror: m, topic: k.Topic}) {
+				if err := e.ensureRunners(ctx, m, k.Topic); err != nil {
+					e.log.Warn("cannot list the source partitions of a mirrored topic yet", "mirror", m, "topic", k.Topic, "error", err)
 				}
 			}
 			for _, r := range e.allRunners() {
-				if r.key.topic == k.topic {
+				if r.key.topic == k.Topic {
 					r.send(partitionstate.Evaluate{})
 				}
 			}
-		case kindPartition:
+		case KindPartition:
 			// Another worker wrote it: the start command's restart, or the tombstones of a
 			// deletion. A runner here starts over from the record.
-			pk := partitionKey{k.mirror, k.topic, k.partition}
+			pk := partitionKey{k.Mirror, k.Topic, k.Partition}
 			e.mu.Lock()
 			_, local := e.runners[pk]
 			e.mu.Unlock()

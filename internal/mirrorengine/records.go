@@ -150,13 +150,13 @@ func (e *RecordVersionError) Error() string {
 // ---- keys ----
 
 // recordKind is the kind of a __mirror_state record, from its key.
-type recordKind int8
+type Kind int8
 
 const (
-	kindMirror recordKind = iota + 1
-	kindTopicConfig
-	kindPartition
-	kindLastMirror
+	KindMirror Kind = iota + 1
+	KindTopicConfig
+	KindPartition
+	KindLastMirror
 )
 
 // The key prefixes, which are the kinds' on-disk names.
@@ -170,26 +170,26 @@ const (
 // recordKey is a parsed key. mirror is set for mirror, partition and
 // lastmirror keys; topic for topicconfig, partition and lastmirror keys;
 // partition for partition and lastmirror keys.
-type recordKey struct {
-	kind      recordKind
-	mirror    string
-	topic     string
-	partition int32
+type RecordKey struct {
+	Kind      Kind
+	Mirror    string
+	Topic     string
+	Partition int32
 }
 
 // String formats the key as stored. Components must be valid (see checkComponent).
-func (k recordKey) String() string {
-	switch k.kind {
-	case kindMirror:
-		return prefixMirror + k.mirror
-	case kindTopicConfig:
-		return prefixTopicConfig + k.topic
-	case kindPartition:
-		return prefixPartition + k.mirror + "/" + k.topic + "/" + strconv.Itoa(int(k.partition))
-	case kindLastMirror:
-		return prefixLastMirror + k.mirror + "/" + k.topic + "/" + strconv.Itoa(int(k.partition))
+func (k RecordKey) String() string {
+	switch k.Kind {
+	case KindMirror:
+		return prefixMirror + k.Mirror
+	case KindTopicConfig:
+		return prefixTopicConfig + k.Topic
+	case KindPartition:
+		return prefixPartition + k.Mirror + "/" + k.Topic + "/" + strconv.Itoa(int(k.Partition))
+	case KindLastMirror:
+		return prefixLastMirror + k.Mirror + "/" + k.Topic + "/" + strconv.Itoa(int(k.Partition))
 	}
-	return fmt.Sprintf("recordKey(kind %d)", k.kind)
+	return fmt.Sprintf("recordKey(kind %d)", k.Kind)
 }
 
 // checkComponent rejects a key component that would make the key ambiguous.
@@ -205,65 +205,65 @@ func checkComponent(what, s string) error {
 	return nil
 }
 
-func (k recordKey) validate() error {
-	switch k.kind {
-	case kindMirror:
-		return checkComponent("mirror name", k.mirror)
-	case kindTopicConfig:
-		return checkComponent("topic name", k.topic)
-	case kindPartition, kindLastMirror:
-		if err := checkComponent("mirror name", k.mirror); err != nil {
+func (k RecordKey) validate() error {
+	switch k.Kind {
+	case KindMirror:
+		return checkComponent("mirror name", k.Mirror)
+	case KindTopicConfig:
+		return checkComponent("topic name", k.Topic)
+	case KindPartition, KindLastMirror:
+		if err := checkComponent("mirror name", k.Mirror); err != nil {
 			return err
 		}
-		if err := checkComponent("topic name", k.topic); err != nil {
+		if err := checkComponent("topic name", k.Topic); err != nil {
 			return err
 		}
-		if k.partition < 0 {
-			return fmt.Errorf("partition %d is negative", k.partition)
+		if k.Partition < 0 {
+			return fmt.Errorf("partition %d is negative", k.Partition)
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown record kind %d", k.kind)
+	return fmt.Errorf("unknown record kind %d", k.Kind)
 }
 
 // parseKey parses a stored key. It is strict (exact component count,
 // canonical partition number) because two spellings of one partition would
 // be two keys that compaction keeps apart; the loader skips keys it rejects.
-func parseKey(s string) (recordKey, error) {
-	var k recordKey
+func ParseKey(s string) (RecordKey, error) {
+	var k RecordKey
 	var rest string
 	var parts int
 	switch {
 	case strings.HasPrefix(s, prefixMirror):
-		k.kind, rest, parts = kindMirror, s[len(prefixMirror):], 1
+		k.Kind, rest, parts = KindMirror, s[len(prefixMirror):], 1
 	case strings.HasPrefix(s, prefixTopicConfig):
-		k.kind, rest, parts = kindTopicConfig, s[len(prefixTopicConfig):], 1
+		k.Kind, rest, parts = KindTopicConfig, s[len(prefixTopicConfig):], 1
 	case strings.HasPrefix(s, prefixPartition):
-		k.kind, rest, parts = kindPartition, s[len(prefixPartition):], 3
+		k.Kind, rest, parts = KindPartition, s[len(prefixPartition):], 3
 	case strings.HasPrefix(s, prefixLastMirror):
-		k.kind, rest, parts = kindLastMirror, s[len(prefixLastMirror):], 3
+		k.Kind, rest, parts = KindLastMirror, s[len(prefixLastMirror):], 3
 	default:
-		return recordKey{}, errors.New("unknown key kind")
+		return RecordKey{}, errors.New("unknown key kind")
 	}
 	fields := strings.Split(rest, "/")
 	if len(fields) != parts {
-		return recordKey{}, fmt.Errorf("want %d '/'-separated fields after the kind, got %d", parts, len(fields))
+		return RecordKey{}, fmt.Errorf("want %d '/'-separated fields after the kind, got %d", parts, len(fields))
 	}
-	switch k.kind {
-	case kindMirror:
-		k.mirror = fields[0]
-	case kindTopicConfig:
-		k.topic = fields[0]
+	switch k.Kind {
+	case KindMirror:
+		k.Mirror = fields[0]
+	case KindTopicConfig:
+		k.Topic = fields[0]
 	default:
-		k.mirror, k.topic = fields[0], fields[1]
+		k.Mirror, k.Topic = fields[0], fields[1]
 		p, err := strconv.ParseInt(fields[2], 10, 32)
 		if err != nil || strconv.FormatInt(p, 10) != fields[2] {
-			return recordKey{}, fmt.Errorf("partition %q is not a canonical decimal int32", fields[2])
+			return RecordKey{}, fmt.Errorf("partition %q is not a canonical decimal int32", fields[2])
 		}
-		k.partition = int32(p)
+		k.Partition = int32(p)
 	}
 	if err := k.validate(); err != nil {
-		return recordKey{}, err
+		return RecordKey{}, err
 	}
 	return k, nil
 }
@@ -672,4 +672,4 @@ func cloneStrings(s []string) []string {
 	return append(make([]string, 0, len(s)), s...)
 }
 
-const redactedSecret = kafkaconn.Redacted
+const Redacted = kafkaconn.Redacted

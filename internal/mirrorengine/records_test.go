@@ -35,9 +35,9 @@ const (
 
 func TestRecordV1FixturesDecode(t *testing.T) {
 	sealer := mustTestSealer(t, fixtureSecretKey)
-	k := func(s string) recordKey {
+	k := func(s string) RecordKey {
 		t.Helper()
-		rk, err := parseKey(s)
+		rk, err := ParseKey(s)
 		if err != nil {
 			t.Fatalf("parseKey(%q): %v", s, err)
 		}
@@ -126,7 +126,7 @@ func TestRecordMirrorSecretErrors(t *testing.T) {
 
 func TestRecordNewerVersionIsAnError(t *testing.T) {
 	for _, key := range []string{"mirror/m", "topicconfig/t", "partition/m/t/0", "lastmirror/m/t/0"} {
-		k, _ := parseKey(key)
+		k, _ := ParseKey(key)
 		// Version 2 may change field types; it must still be reported as
 		// a version problem, not a JSON type error.
 		_, err := decodeEntry(k, key, []byte(`{"v":2,"state":7,"source":"x","mirror.name":1}`), nil, openSecrets)
@@ -152,7 +152,7 @@ func TestRecordMalformedValues(t *testing.T) {
 		{"topicconfig/t", `{"v":1}`, "empty mirror.name"},
 		{"mirror/m", `{"v":1,"sync":{"interval":"soon"}}`, "sync interval"},
 	} {
-		k, err := parseKey(tc.key)
+		k, err := ParseKey(tc.key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,18 +308,18 @@ func TestRecordEncodeRefuses(t *testing.T) {
 }
 
 func TestRecordKeys(t *testing.T) {
-	valid := []recordKey{
-		{kind: kindMirror, mirror: "m"},
-		{kind: kindTopicConfig, topic: "orders.v1"},
-		{kind: kindPartition, mirror: "m", topic: "t", partition: 0},
-		{kind: kindLastMirror, mirror: "m-2", topic: "__t", partition: 2147483647},
+	valid := []RecordKey{
+		{Kind: KindMirror, Mirror: "m"},
+		{Kind: KindTopicConfig, Topic: "orders.v1"},
+		{Kind: KindPartition, Mirror: "m", Topic: "t", Partition: 0},
+		{Kind: KindLastMirror, Mirror: "m-2", Topic: "__t", Partition: 2147483647},
 	}
 	wantStr := []string{"mirror/m", "topicconfig/orders.v1", "partition/m/t/0", "lastmirror/m-2/__t/2147483647"}
 	for i, k := range valid {
 		if k.String() != wantStr[i] {
 			t.Fatalf("String() = %q, want %q", k.String(), wantStr[i])
 		}
-		got, err := parseKey(k.String())
+		got, err := ParseKey(k.String())
 		if err != nil || got != k {
 			t.Fatalf("parseKey(%q) = %+v, %v", k.String(), got, err)
 		}
@@ -330,18 +330,51 @@ func TestRecordKeys(t *testing.T) {
 		"partition/m/t/-1", "partition/m/t/01", "partition/m/t/+1", "partition/m/t/x", "partition/m/t/2147483648",
 		"lastmirror/m/t", "unknown/x", "Mirror/m", "group/g",
 	} {
-		if k, err := parseKey(bad); err == nil {
+		if k, err := ParseKey(bad); err == nil {
 			t.Fatalf("parseKey(%q) = %+v, want an error", bad, k)
 		}
 	}
-	for _, k := range []recordKey{
-		{kind: kindMirror, mirror: "a/b"},
-		{kind: kindMirror},
-		{kind: kindTopicConfig, topic: "x/y"},
-		{kind: kindPartition, mirror: "m", topic: "t", partition: -1},
+	for _, k := range []RecordKey{
+		{Kind: KindMirror, Mirror: "a/b"},
+		{Kind: KindMirror},
+		{Kind: KindTopicConfig, Topic: "x/y"},
+		{Kind: KindPartition, Mirror: "m", Topic: "t", Partition: -1},
 	} {
 		if err := k.validate(); err == nil {
 			t.Fatalf("%+v validated", k)
 		}
+	}
+}
+
+// A mirror's destination topic settings are stored in its version-1 record, only when set:
+// a record written before them (every v1 fixture) decodes to the defaults, and one written
+// without them is byte for byte what older workers wrote.
+func TestRecordMirrorDestinationTopics(t *testing.T) {
+	m := MirrorRecord{Name: "m", Source: SourceConnection{BootstrapServers: []string{"a:1"}},
+		DestinationTopics: DestinationTopicSettings{ReplicationFactor: 3, MinInsyncReplicas: 2}}
+	b, err := encodeMirror(m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"v":1,"source":{"bootstrap_servers":["a:1"]},"sync":{"topic_configs":false,"consumer_groups":false,"acls":false},` +
+		`"destination_topics":{"replication_factor":3,"min_insync_replicas":2}}`
+	if string(b) != want {
+		t.Fatalf("encodes as\n%s\nwant\n%s", b, want)
+	}
+	got, err := decodeMirror("mirror/m", "m", b, nil, openSecrets)
+	if err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip: %#v, %v", got, err)
+	}
+	only := MirrorRecord{Name: "m", DestinationTopics: DestinationTopicSettings{ReplicationFactor: 2}}
+	if b, _ := encodeMirror(only, nil); !reflect.DeepEqual(mustDecodeMirror(t, "m", b), only) {
+		t.Fatalf("replication factor alone: %s", b)
+	}
+
+	if got := mustDecodeMirror(t, "small", []byte(fixtureMirrorMinimalV1)); got.DestinationTopics != (DestinationTopicSettings{}) {
+		t.Fatalf("a record from before the settings decodes with %+v", got.DestinationTopics)
+	}
+	b, err = encodeMirror(MirrorRecord{Name: "small", Source: SourceConnection{BootstrapServers: []string{"a:9092"}}}, nil)
+	if err != nil || string(b) != fixtureMirrorMinimalV1 {
+		t.Fatalf("a mirror without settings encodes as %s (%v), want the v1 fixture %s", b, err, fixtureMirrorMinimalV1)
 	}
 }

@@ -59,7 +59,7 @@ func newRunner(parent context.Context, e *Engine, k partitionKey) *runner {
 	}
 	if rec, ok := e.store.Partition(k.mirror, k.topic, k.partition); ok {
 		r.status = rec.Status
-	} else if p := e.recordProblem(recordKey{kind: kindPartition, mirror: k.mirror, topic: k.topic, partition: k.partition}); p != "" {
+	} else if p := e.recordProblem(RecordKey{Kind: KindPartition, Mirror: k.mirror, Topic: k.topic, Partition: k.partition}); p != "" {
 		r.status, r.held = unreadablePartition(k, p), true
 	}
 	return r

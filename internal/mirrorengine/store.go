@@ -140,60 +140,60 @@ func newStoreView() storeView {
 // storeEntry is a decoded __mirror_state value, one of the four record types; each puts
 // itself into the view under its key.
 type storeEntry interface {
-	putInto(v *storeView, k recordKey)
+	putInto(v *storeView, k RecordKey)
 }
 
-func (m MirrorRecord) putInto(v *storeView, k recordKey) { v.mirrors[k.mirror] = m }
+func (m MirrorRecord) putInto(v *storeView, k RecordKey) { v.mirrors[k.Mirror] = m }
 
-func (r TopicConfigRecord) putInto(v *storeView, k recordKey) { v.topicConfigs[k.topic] = r }
+func (r TopicConfigRecord) putInto(v *storeView, k RecordKey) { v.topicConfigs[k.Topic] = r }
 
-func (r PartitionRecord) putInto(v *storeView, k recordKey) {
-	mt := storeMirrorTopic{k.mirror, k.topic}
+func (r PartitionRecord) putInto(v *storeView, k RecordKey) {
+	mt := storeMirrorTopic{k.Mirror, k.Topic}
 	if v.partitions[mt] == nil {
 		v.partitions[mt] = map[int32]PartitionRecord{}
 	}
-	v.partitions[mt][k.partition] = r
+	v.partitions[mt][k.Partition] = r
 }
 
-func (r LastMirrorRecord) putInto(v *storeView, k recordKey) {
-	if v.lastMirrors[k.topic] == nil {
-		v.lastMirrors[k.topic] = map[string]map[int32]LastMirrorRecord{}
+func (r LastMirrorRecord) putInto(v *storeView, k RecordKey) {
+	if v.lastMirrors[k.Topic] == nil {
+		v.lastMirrors[k.Topic] = map[string]map[int32]LastMirrorRecord{}
 	}
-	if v.lastMirrors[k.topic][k.mirror] == nil {
-		v.lastMirrors[k.topic][k.mirror] = map[int32]LastMirrorRecord{}
+	if v.lastMirrors[k.Topic][k.Mirror] == nil {
+		v.lastMirrors[k.Topic][k.Mirror] = map[int32]LastMirrorRecord{}
 	}
-	v.lastMirrors[k.topic][k.mirror][k.partition] = r
+	v.lastMirrors[k.Topic][k.Mirror][k.Partition] = r
 }
 
 // apply puts e under k, or removes k's record when e is nil (a tombstone).
-func (v *storeView) apply(k recordKey, e storeEntry) {
+func (v *storeView) apply(k RecordKey, e storeEntry) {
 	if e != nil {
 		e.putInto(v, k)
 		return
 	}
-	switch k.kind {
-	case kindMirror:
-		delete(v.mirrors, k.mirror)
-	case kindTopicConfig:
-		delete(v.topicConfigs, k.topic)
-	case kindPartition:
-		mt := storeMirrorTopic{k.mirror, k.topic}
+	switch k.Kind {
+	case KindMirror:
+		delete(v.mirrors, k.Mirror)
+	case KindTopicConfig:
+		delete(v.topicConfigs, k.Topic)
+	case KindPartition:
+		mt := storeMirrorTopic{k.Mirror, k.Topic}
 		if ps := v.partitions[mt]; ps != nil {
-			delete(ps, k.partition)
+			delete(ps, k.Partition)
 			if len(ps) == 0 {
 				delete(v.partitions, mt)
 			}
 		}
-	case kindLastMirror:
-		if byMirror := v.lastMirrors[k.topic]; byMirror != nil {
-			if ps := byMirror[k.mirror]; ps != nil {
-				delete(ps, k.partition)
+	case KindLastMirror:
+		if byMirror := v.lastMirrors[k.Topic]; byMirror != nil {
+			if ps := byMirror[k.Mirror]; ps != nil {
+				delete(ps, k.Partition)
 				if len(ps) == 0 {
-					delete(byMirror, k.mirror)
+					delete(byMirror, k.Mirror)
 				}
 			}
 			if len(byMirror) == 0 {
-				delete(v.lastMirrors, k.topic)
+				delete(v.lastMirrors, k.Topic)
 			}
 		}
 	}
@@ -201,18 +201,18 @@ func (v *storeView) apply(k recordKey, e storeEntry) {
 
 // decodeEntry decodes a stored value for k into the record type of its
 // kind; a nil value (tombstone) gives nil.
-func decodeEntry(k recordKey, key string, value []byte, s *Sealer, mode secretMode) (storeEntry, error) {
+func decodeEntry(k RecordKey, key string, value []byte, s *Sealer, mode secretMode) (storeEntry, error) {
 	if value == nil {
 		return nil, nil
 	}
-	switch k.kind {
-	case kindMirror:
-		return decodeMirror(key, k.mirror, value, s, mode)
-	case kindTopicConfig:
+	switch k.Kind {
+	case KindMirror:
+		return decodeMirror(key, k.Mirror, value, s, mode)
+	case KindTopicConfig:
 		return decodeTopicConfig(key, value)
-	case kindPartition:
+	case KindPartition:
 		return decodePartition(key, value)
-	case kindLastMirror:
+	case KindLastMirror:
 		return decodeLastMirror(key, value)
 	}
 	return nil, fmt.Errorf("__mirror_state record %q: unknown kind", key)
@@ -538,7 +538,7 @@ func loadStore(ctx context.Context, cl *kgo.Client, cfg StoreConfig, mustExist b
 	)
 	for _, key := range slices.Sorted(maps.Keys(latest)) {
 		rec := latest[key]
-		k, err := parseKey(key)
+		k, err := ParseKey(key)
 		if err != nil {
 			// A newer kafkamirror's record kind, or a stray write: not
 			// ours to interpret, and not a reason to refuse to start.
@@ -858,15 +858,15 @@ type StateRecord struct {
 }
 
 // kindName is a kind's name, as in its keys.
-func kindName(k recordKind) string {
-	name, _, _ := strings.Cut(recordKey{kind: k}.String(), "/")
+func KindName(k Kind) string {
+	name, _, _ := strings.Cut(RecordKey{Kind: k}.String(), "/")
 	return name
 }
 
-func newStateRecord(k recordKey, value []byte, partition int32, offset int64) StateRecord {
-	r := StateRecord{Key: k.String(), Kind: kindName(k.kind), Mirror: k.mirror, Topic: k.topic, Partition: -1, Value: value, StatePartition: partition, Offset: offset}
-	if k.kind == kindPartition || k.kind == kindLastMirror {
-		r.Partition = k.partition
+func newStateRecord(k RecordKey, value []byte, partition int32, offset int64) StateRecord {
+	r := StateRecord{Key: k.String(), Kind: KindName(k.Kind), Mirror: k.Mirror, Topic: k.Topic, Partition: -1, Value: value, StatePartition: partition, Offset: offset}
+	if k.Kind == KindPartition || k.Kind == KindLastMirror {
+		r.Partition = k.Partition
 	}
 	return r
 }
@@ -914,7 +914,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // pendingWrite is one record to produce and the view change it makes once acknowledged.
 type pendingWrite struct {
-	key   recordKey
+	key   RecordKey
 	value []byte     // nil: tombstone
 	entry storeEntry // the decoded value, nil for a tombstone
 }
@@ -923,7 +923,7 @@ type pendingWrite struct {
 // before writing (an error naming KAFKAMIRROR_SECRET_KEY without a Sealer);
 // the view keeps them plain.
 func (s *Store) PutMirror(ctx context.Context, m MirrorRecord) error {
-	k := recordKey{kind: kindMirror, mirror: m.Name}
+	k := RecordKey{Kind: KindMirror, Mirror: m.Name}
 	if err := k.validate(); err != nil {
 		return fmt.Errorf("put mirror: %w", err)
 	}
@@ -938,13 +938,13 @@ func (s *Store) PutMirror(ctx context.Context, m MirrorRecord) error {
 // and last-mirror records are left alone: the engine decides what else a
 // deletion removes.
 func (s *Store) DeleteMirror(ctx context.Context, name string) error {
-	return s.del(ctx, recordKey{kind: kindMirror, mirror: name})
+	return s.del(ctx, RecordKey{Kind: KindMirror, Mirror: name})
 }
 
 // PutTopicConfig stores a topic's mirror config. r.MirrorName must not be
 // empty (delete the record instead).
 func (s *Store) PutTopicConfig(ctx context.Context, topic string, r TopicConfigRecord) error {
-	k := recordKey{kind: kindTopicConfig, topic: topic}
+	k := RecordKey{Kind: KindTopicConfig, Topic: topic}
 	if err := k.validate(); err != nil {
 		return fmt.Errorf("put topic config: %w", err)
 	}
@@ -957,12 +957,12 @@ func (s *Store) PutTopicConfig(ctx context.Context, topic string, r TopicConfigR
 
 // DeleteTopicConfig writes the topic config's tombstone.
 func (s *Store) DeleteTopicConfig(ctx context.Context, topic string) error {
-	return s.del(ctx, recordKey{kind: kindTopicConfig, topic: topic})
+	return s.del(ctx, RecordKey{Kind: KindTopicConfig, Topic: topic})
 }
 
 // PutPartition stores a partition's state.
 func (s *Store) PutPartition(ctx context.Context, mirror, topic string, partition int32, r PartitionRecord) error {
-	k := recordKey{kind: kindPartition, mirror: mirror, topic: topic, partition: partition}
+	k := RecordKey{Kind: KindPartition, Mirror: mirror, Topic: topic, Partition: partition}
 	if err := k.validate(); err != nil {
 		return fmt.Errorf("put partition state: %w", err)
 	}
@@ -979,8 +979,8 @@ func (s *Store) DeletePartitions(ctx context.Context, mirror, topic string) erro
 	s.mu.RLock()
 	var ws []pendingWrite
 	for _, r := range s.records {
-		if r.Kind == kindName(kindPartition) && r.Mirror == mirror && r.Topic == topic {
-			ws = append(ws, pendingWrite{key: recordKey{kind: kindPartition, mirror: mirror, topic: topic, partition: r.Partition}})
+		if r.Kind == KindName(KindPartition) && r.Mirror == mirror && r.Topic == topic {
+			ws = append(ws, pendingWrite{key: RecordKey{Kind: KindPartition, Mirror: mirror, Topic: topic, Partition: r.Partition}})
 		}
 	}
 	s.mu.RUnlock()
@@ -989,7 +989,7 @@ func (s *Store) DeletePartitions(ctx context.Context, mirror, topic string) erro
 
 // DeleteKey writes the tombstone of a stored key, whatever its value.
 func (s *Store) DeleteKey(ctx context.Context, key string) error {
-	k, err := parseKey(key)
+	k, err := ParseKey(key)
 	if err != nil {
 		return fmt.Errorf("delete %q: %w", key, err)
 	}
@@ -998,7 +998,7 @@ func (s *Store) DeleteKey(ctx context.Context, key string) error {
 
 // PutLastMirror stores a partition's last-mirror record (at STOPPING).
 func (s *Store) PutLastMirror(ctx context.Context, mirror, topic string, partition int32, r LastMirrorRecord) error {
-	k := recordKey{kind: kindLastMirror, mirror: mirror, topic: topic, partition: partition}
+	k := RecordKey{Kind: KindLastMirror, Mirror: mirror, Topic: topic, Partition: partition}
 	if err := k.validate(); err != nil {
 		return fmt.Errorf("put last mirror: %w", err)
 	}
@@ -1012,7 +1012,7 @@ func (s *Store) PutLastMirror(ctx context.Context, mirror, topic string, partiti
 // put decodes the encoded value before writing it, so the view receives
 // exactly what a reload would produce (UTC times, nil-or-empty lists, opened
 // secrets), and a value that would not load is never written.
-func (s *Store) put(ctx context.Context, k recordKey, value []byte) error {
+func (s *Store) put(ctx context.Context, k RecordKey, value []byte) error {
 	key := k.String()
 	entry, err := decodeEntry(k, key, value, s.cfg.Sealer, openSecrets)
 	if err != nil {
@@ -1021,7 +1021,7 @@ func (s *Store) put(ctx context.Context, k recordKey, value []byte) error {
 	return s.write(ctx, []pendingWrite{{key: k, value: value, entry: entry}})
 }
 
-func (s *Store) del(ctx context.Context, k recordKey) error {
+func (s *Store) del(ctx context.Context, k RecordKey) error {
 	if err := k.validate(); err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
@@ -1089,13 +1089,13 @@ func (s *Store) write(ctx context.Context, ws []pendingWrite) error {
 			return failed
 		default:
 		}
-		return fmt.Errorf("%w: %v", errWriteUnacknowledged, ctx.Err())
+		return fmt.Errorf("%w: %v", ErrWriteUnacknowledged, ctx.Err())
 	}
 }
 
 // errWriteUnacknowledged: a write was not acknowledged before its context
 // ended. It may still be appended, and is then applied to the view.
-var errWriteUnacknowledged = errors.New("not acknowledged by the destination in time")
+var ErrWriteUnacknowledged = errors.New("not acknowledged by the destination in time")
 
 // apply applies the acknowledged writes of ws to the view and returns the
 // failures.

@@ -13,7 +13,7 @@ import (
 // writes of the other workers of a group) and applies it to the view like the load does. A
 // record older than the one the view holds for its key (this store's own write, read back)
 // changes nothing. It returns the keys whose value changed.
-func (s *Store) Refresh(ctx context.Context) ([]recordKey, error) {
+func (s *Store) Refresh(ctx context.Context) ([]RecordKey, error) {
 	id, leaders, _, err := describeStoreTopic(ctx, s.cl, s.cfg.Topic, true)
 	if err != nil {
 		return nil, err
@@ -25,7 +25,7 @@ func (s *Store) Refresh(ctx context.Context) ([]recordKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mirror state store %s: listing end offsets: %w", s.cfg.Topic, err)
 	}
-	var changed []recordKey
+	var changed []RecordKey
 	for _, p := range slices.Sorted(maps.Keys(leaders)) {
 		o, ok := listed.Lookup(s.cfg.Topic, p)
 		s.mu.RLock()
@@ -44,18 +44,18 @@ func (s *Store) Refresh(ctx context.Context) ([]recordKey, error) {
 }
 
 // applyRead applies records read from partition p up to end (exclusive).
-func (s *Store) applyRead(p int32, end int64, recs map[string]storedRecord) []recordKey {
+func (s *Store) applyRead(p int32, end int64, recs map[string]storedRecord) []RecordKey {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.next[p] = max(s.next[p], end)
-	var changed []recordKey
+	var changed []RecordKey
 	for _, key := range slices.Sorted(maps.Keys(recs)) {
 		rec := recs[key]
 		if last, ok := s.offsets[key]; ok && rec.offset <= last {
 			continue
 		}
 		s.offsets[key] = rec.offset
-		k, err := parseKey(key)
+		k, err := ParseKey(key)
 		if err != nil {
 			continue // not ours to interpret (see loadStore)
 		}

@@ -541,7 +541,7 @@ func TestStoreBadRecords(t *testing.T) {
 		t.Fatalf("bad mirror record %+v", b)
 	}
 	var ve *RecordVersionError
-	if _, err := decodeEntry(recordKey{kind: kindPartition}, "partition/m/t/1", bad[3].Value, nil, openSecrets); !errors.As(err, &ve) || !strings.Contains(bad[3].Problem, "upgrade the worker") {
+	if _, err := decodeEntry(RecordKey{Kind: KindPartition}, "partition/m/t/1", bad[3].Value, nil, openSecrets); !errors.As(err, &ve) || !strings.Contains(bad[3].Problem, "upgrade the worker") {
 		t.Fatalf("newer version: %v, problem %q", err, bad[3].Problem)
 	}
 	// Everything else loaded.
@@ -768,7 +768,7 @@ func TestStoreWriteUnacknowledgedInTime(t *testing.T) {
 		t.Fatal("the write was never acknowledged")
 	}
 	cancel()
-	if err := <-wrote; !errors.Is(err, errWriteUnacknowledged) {
+	if err := <-wrote; !errors.Is(err, ErrWriteUnacknowledged) {
 		t.Fatalf("write whose context ended first: %v, want errWriteUnacknowledged", err)
 	}
 	close(release)
