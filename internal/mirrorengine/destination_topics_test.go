@@ -8,15 +8,6 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
-func mustDecodeMirror(t *testing.T, name string, b []byte) MirrorRecord {
-	t.Helper()
-	got, err := decodeMirror("mirror/"+name, name, b, nil, openSecrets)
-	if err != nil {
-		t.Fatalf("decoding %s: %v", b, err)
-	}
-	return got
-}
-
 // On 3-broker clusters (kfake keeps replication factors), a mirror's destination topic
 // settings decide the created topic's replication factor and min.insync.replicas; without
 // them the source topic's replication (here 1, so the broker's min.insync.replicas) is

@@ -378,3 +378,12 @@ func TestRecordMirrorDestinationTopics(t *testing.T) {
 		t.Fatalf("a mirror without settings encodes as %s (%v), want the v1 fixture %s", b, err, fixtureMirrorMinimalV1)
 	}
 }
+
+func mustDecodeMirror(t *testing.T, name string, b []byte) MirrorRecord {
+	t.Helper()
+	got, err := decodeMirror("mirror/"+name, name, b, nil, openSecrets)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", b, err)
+	}
+	return got
+}
