@@ -31,6 +31,7 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -265,7 +266,7 @@ var settings = []*setting{
 		set: str(func(c *Config) *string { return &c.API.CertFile })},
 	{key: "api.tls.key_file", usage: "PEM key of api.tls.cert_file",
 		set: str(func(c *Config) *string { return &c.API.KeyFile })},
-	{key: "secret_key", secret: true, usage: fmt.Sprintf("key (at least %d bytes) that encrypts source credentials stored in __mirror_state; required when a mirror has secrets", mirrorengine.MinSecretKeyLen),
+	{key: "secret_key", secret: true, usage: fmt.Sprintf("key (at least %d bytes) that encrypts source credentials stored in __mirror_state; required when a mirror has secrets", mirrorstate.MinSecretKeyLen),
 		set: str(func(c *Config) *string { return &c.SecretKey })},
 	{key: "state.topic", usage: "name of the metadata topic on the destination (default __mirror_state)",
 		set: str(func(c *Config) *string { return &c.State.Topic })},
@@ -521,9 +522,9 @@ func (c *Config) validate(embedded bool) error {
 			return cfgErr("%s / %s: %v", named("api.tls.cert_file"), named("api.tls.key_file"), err)
 		}
 	}
-	if c.SecretKey != "" && len(c.SecretKey) < mirrorengine.MinSecretKeyLen {
+	if c.SecretKey != "" && len(c.SecretKey) < mirrorstate.MinSecretKeyLen {
 		// The key is never echoed, only its length.
-		return cfgErr("%s is %d bytes long; at least %d are needed", named("secret_key"), len(c.SecretKey), mirrorengine.MinSecretKeyLen)
+		return cfgErr("%s is %d bytes long; at least %d are needed", named("secret_key"), len(c.SecretKey), mirrorstate.MinSecretKeyLen)
 	}
 	if err := partitionstate.ValidateMirrorName(c.State.Topic); err != nil {
 		// Topic names follow the same character rules as mirror names.
@@ -575,12 +576,12 @@ func checkListen(hp string) error {
 
 // load reads the PEM files into the engine's connection settings; nil when TLS is off.
 // prefix is the settings' key prefix, for messages.
-func (t TLSFiles) load(prefix string) (*mirrorengine.TLSSettings, error) {
+func (t TLSFiles) load(prefix string) (*mirrorstate.TLSSettings, error) {
 	if !t.on() {
 		return nil, nil
 	}
 	named := func(k string) string { return settingByKey(prefix + "." + k).names() }
-	out := &mirrorengine.TLSSettings{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	out := &mirrorstate.TLSSettings{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
 	read := func(key, file string) (string, error) {
 		if file == "" {
 			return "", nil
@@ -630,15 +631,15 @@ func (s SASLConfig) check() error {
 
 // connection is the destination connection in the engine's terms; ClientOpts turns it
 // into franz-go options exactly as it does for a mirror's source.
-func (c *Config) connection() (mirrorengine.SourceConnection, error) {
-	conn := mirrorengine.SourceConnection{BootstrapServers: c.Destination.BootstrapServers}
+func (c *Config) connection() (mirrorstate.SourceConnection, error) {
+	conn := mirrorstate.SourceConnection{BootstrapServers: c.Destination.BootstrapServers}
 	t, err := c.Destination.TLS.load("destination.tls")
 	if err != nil {
 		return conn, err
 	}
 	conn.TLS = t
 	if s := c.Destination.SASL; s.Mechanism != "" {
-		conn.SASL = &mirrorengine.SASLSettings{Mechanism: s.Mechanism, Username: s.Username, Password: s.Password}
+		conn.SASL = &mirrorstate.SASLSettings{Mechanism: s.Mechanism, Username: s.Username, Password: s.Password}
 	}
 	return conn, nil
 }

@@ -11,23 +11,24 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 )
 
-func sourceFromAPI(s api.SourceConnection) mirrorengine.SourceConnection {
-	out := mirrorengine.SourceConnection{BootstrapServers: s.BootstrapServers}
+func sourceFromAPI(s api.SourceConnection) mirrorstate.SourceConnection {
+	out := mirrorstate.SourceConnection{BootstrapServers: s.BootstrapServers}
 	if t := s.TLS; t != nil {
-		out.TLS = &mirrorengine.TLSSettings{
+		out.TLS = &mirrorstate.TLSSettings{
 			CACertPEM: t.CACertPEM, ClientCertPEM: t.ClientCertPEM, ClientKeyPEM: t.ClientKeyPEM,
 			InsecureSkipVerify: t.InsecureSkipVerify, ServerName: t.ServerName,
 		}
 	}
 	if a := s.SASL; a != nil {
-		out.SASL = &mirrorengine.SASLSettings{Mechanism: a.Mechanism, Username: a.Username, Password: a.Password}
+		out.SASL = &mirrorstate.SASLSettings{Mechanism: a.Mechanism, Username: a.Username, Password: a.Password}
 	}
 	return out
 }
 
-func syncFromAPI(s *api.SyncSettings) (mirrorengine.SyncSettings, error) {
+func syncFromAPI(s *api.SyncSettings) (mirrorstate.SyncSettings, error) {
 	if s == nil {
 		d := api.DefaultSync()
 		s = &d
@@ -36,11 +37,11 @@ func syncFromAPI(s *api.SyncSettings) (mirrorengine.SyncSettings, error) {
 	if s.Interval != "" {
 		d, err := api.SyncIntervalRange.Parse(s.Interval)
 		if err != nil {
-			return mirrorengine.SyncSettings{}, badRequest(api.CodeInvalidClusterMirrorConfig, "sync.interval: %v", err)
+			return mirrorstate.SyncSettings{}, badRequest(api.CodeInvalidClusterMirrorConfig, "sync.interval: %v", err)
 		}
 		interval = d
 	}
-	return mirrorengine.SyncSettings{
+	return mirrorstate.SyncSettings{
 		Interval: interval, TopicConfigs: s.TopicConfigs, TopicConfigExcludes: s.TopicConfigExcludes,
 		ConsumerGroups: s.ConsumerGroups, GroupIncludes: s.GroupIncludes, GroupExcludes: s.GroupExcludes, ACLs: s.ACLs,
 	}, nil
@@ -48,17 +49,17 @@ func syncFromAPI(s *api.SyncSettings) (mirrorengine.SyncSettings, error) {
 
 // destinationTopicsFromAPI checks and converts a mirror's destination topic settings; nil
 // means the defaults.
-func destinationTopicsFromAPI(d *api.DestinationTopics) (mirrorengine.DestinationTopicSettings, error) {
+func destinationTopicsFromAPI(d *api.DestinationTopics) (mirrorstate.DestinationTopicSettings, error) {
 	if d == nil {
-		return mirrorengine.DestinationTopicSettings{}, nil
+		return mirrorstate.DestinationTopicSettings{}, nil
 	}
 	if err := d.Check(); err != nil {
-		return mirrorengine.DestinationTopicSettings{}, badRequest(api.CodeInvalidClusterMirrorConfig, "%v", err)
+		return mirrorstate.DestinationTopicSettings{}, badRequest(api.CodeInvalidClusterMirrorConfig, "%v", err)
 	}
-	return mirrorengine.DestinationTopicSettings{ReplicationFactor: int16(d.ReplicationFactor), MinInsyncReplicas: d.MinInsyncReplicas}, nil
+	return mirrorstate.DestinationTopicSettings{ReplicationFactor: int16(d.ReplicationFactor), MinInsyncReplicas: d.MinInsyncReplicas}, nil
 }
 
-func syncToAPI(s mirrorengine.SyncSettings) api.SyncSettings {
+func syncToAPI(s mirrorstate.SyncSettings) api.SyncSettings {
 	out := api.SyncSettings{
 		TopicConfigs: s.TopicConfigs, TopicConfigExcludes: s.TopicConfigExcludes,
 		ConsumerGroups: s.ConsumerGroups, GroupIncludes: s.GroupIncludes, GroupExcludes: s.GroupExcludes, ACLs: s.ACLs,
@@ -127,7 +128,7 @@ func topicToAPI(d mirrorengine.TopicDescription) api.Topic {
 
 // stateRecordToAPI builds the answer about a __mirror_state record, with its value when
 // withValue: as JSON when it is JSON, else in base64.
-func stateRecordToAPI(r mirrorengine.StateRecord, withValue bool) api.StateRecord {
+func stateRecordToAPI(r mirrorstate.StateRecord, withValue bool) api.StateRecord {
 	out := api.StateRecord{
 		Key: r.Key, Kind: r.Kind, Mirror: r.Mirror, Topic: r.Topic, Partition: r.Partition,
 		StatePartition: r.StatePartition, Offset: r.Offset, Problem: r.Problem,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -34,7 +35,7 @@ type acceptingEngine struct {
 	called bool
 }
 
-func (e *acceptingEngine) checkSource(src mirrorengine.SourceConnection) {
+func (e *acceptingEngine) checkSource(src mirrorstate.SourceConnection) {
 	for _, hp := range src.BootstrapServers {
 		if err := api.CheckBrokerAddress(hp); err != nil {
 			e.t.Fatalf("the server let through bootstrap server %q: %v", hp, err)
@@ -42,7 +43,7 @@ func (e *acceptingEngine) checkSource(src mirrorengine.SourceConnection) {
 	}
 }
 
-func (e *acceptingEngine) CreateClusterMirror(_ context.Context, m mirrorengine.MirrorRecord) (mirrorengine.MirrorRecord, error) {
+func (e *acceptingEngine) CreateClusterMirror(_ context.Context, m mirrorstate.MirrorRecord) (mirrorstate.MirrorRecord, error) {
 	e.called = true
 	if err := partitionstate.ValidateMirrorName(m.Name); err != nil {
 		e.t.Fatalf("the server let through mirror name %q: %v", m.Name, err)
@@ -54,7 +55,7 @@ func (e *acceptingEngine) CreateClusterMirror(_ context.Context, m mirrorengine.
 	return m, nil
 }
 
-func (e *acceptingEngine) UpdateClusterMirror(_ context.Context, m mirrorengine.MirrorRecord) (mirrorengine.MirrorRecord, error) {
+func (e *acceptingEngine) UpdateClusterMirror(_ context.Context, m mirrorstate.MirrorRecord) (mirrorstate.MirrorRecord, error) {
 	e.called = true
 	e.checkSource(m.Source)
 	return m, nil
@@ -64,7 +65,7 @@ func (e *acceptingEngine) DescribeClusterMirror(name string) (mirrorengine.Mirro
 	return mirrorengine.MirrorDescription{Name: name}, nil
 }
 
-func (e *acceptingEngine) ListSourceTopics(_ context.Context, src mirrorengine.SourceConnection, _ string) ([]string, error) {
+func (e *acceptingEngine) ListSourceTopics(_ context.Context, src mirrorstate.SourceConnection, _ string) ([]string, error) {
 	e.called = true
 	if len(src.BootstrapServers) == 0 {
 		e.t.Fatal("the server let through a source without bootstrap servers")

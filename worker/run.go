@@ -25,6 +25,7 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -184,10 +185,10 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 		}
 	}
 
-	var sealer *mirrorengine.Sealer
+	var sealer *mirrorstate.Sealer
 	if cfg.SecretKey != "" {
 		var err error
-		if sealer, err = mirrorengine.NewSealer(cfg.SecretKey); err != nil {
+		if sealer, err = mirrorstate.NewSealer(cfg.SecretKey); err != nil {
 			fmt.Fprintf(stderr, "kafkamirror-worker: invalid configuration: %v\n", err)
 			return 2
 		}
@@ -264,7 +265,7 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 	go func() {
 		e := openEngine(runCtx, mirrorengine.Config{
 			Destination: dst,
-			Store: mirrorengine.StoreConfig{
+			Store: mirrorstate.StoreConfig{
 				Topic: cfg.State.Topic, Partitions: cfg.State.Partitions, ReplicationFactor: cfg.State.ReplicationFactor,
 				Sealer: sealer, Logger: log,
 			},
@@ -380,7 +381,7 @@ func openEngine(ctx context.Context, cfg mirrorengine.Config, slot *engineSlot, 
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, mirrorengine.ErrSecretKeyMismatch) || errors.Is(err, mirrorengine.ErrNoSecretKey) {
+		if errors.Is(err, mirrorstate.ErrSecretKeyMismatch) || errors.Is(err, mirrorstate.ErrNoSecretKey) {
 			// Retrying cannot fix the key; say so loudly but keep serving /healthz.
 			log.Error("cannot load __mirror_state: the secret key does not open the stored credentials", "error", err)
 		} else {

@@ -21,6 +21,7 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -29,13 +30,13 @@ const maxBody = 1 << 20
 
 // engineAPI is the part of *mirrorengine.Engine the API uses.
 type engineAPI interface {
-	CreateClusterMirror(ctx context.Context, m mirrorengine.MirrorRecord) (mirrorengine.MirrorRecord, error)
-	UpdateClusterMirror(ctx context.Context, m mirrorengine.MirrorRecord) (mirrorengine.MirrorRecord, error)
+	CreateClusterMirror(ctx context.Context, m mirrorstate.MirrorRecord) (mirrorstate.MirrorRecord, error)
+	UpdateClusterMirror(ctx context.Context, m mirrorstate.MirrorRecord) (mirrorstate.MirrorRecord, error)
 	DeleteClusterMirror(ctx context.Context, name string) error
 	ListClusterMirrors() []mirrorengine.MirrorDescription
 	DescribeClusterMirror(name string) (mirrorengine.MirrorDescription, error)
 	SourceTopics(ctx context.Context, mirror, pattern string) ([]string, error)
-	ListSourceTopics(ctx context.Context, conn mirrorengine.SourceConnection, pattern string) ([]string, error)
+	ListSourceTopics(ctx context.Context, conn mirrorstate.SourceConnection, pattern string) ([]string, error)
 	TopicOwner(topic string) (owner string, ok bool)
 	SetTopicOwner(ctx context.Context, topic, owner string) error
 	StartMirrorTopics(ctx context.Context, mirror string, topics []string, divergence string) ([]mirrorengine.TopicResult, error)
@@ -47,8 +48,8 @@ type engineAPI interface {
 	DescribeMirrorTopics(ctx context.Context, mirror string) ([]mirrorengine.TopicDescription, error)
 	PartitionStates() map[partitionstate.State]int
 	StalledPartitions() []mirrorengine.StalledPartition
-	BadStateRecords() []mirrorengine.StateRecord
-	StateRecord(key string) (mirrorengine.StateRecord, error)
+	BadStateRecords() []mirrorstate.StateRecord
+	StateRecord(key string) (mirrorstate.StateRecord, error)
 	RemoveStateRecord(ctx context.Context, key string, force bool) error
 	RefreshForCommand(ctx context.Context) *mirrorengine.CommandError
 }
@@ -291,7 +292,7 @@ func (s *server) createMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	if err != nil {
 		return err
 	}
-	rec := mirrorengine.MirrorRecord{Name: req.Name, Source: sourceFromAPI(req.Source), SourceClusterID: req.SourceClusterID, Sync: sync, DestinationTopics: dt}
+	rec := mirrorstate.MirrorRecord{Name: req.Name, Source: sourceFromAPI(req.Source), SourceClusterID: req.SourceClusterID, Sync: sync, DestinationTopics: dt}
 	if _, err := e.CreateClusterMirror(ctx, rec); err != nil {
 		return err
 	}
@@ -313,7 +314,7 @@ func (s *server) checkSource(src api.SourceConnection) error {
 	hasSecret := (src.SASL != nil && src.SASL.Password != "") || (src.TLS != nil && src.TLS.ClientKeyPEM != "")
 	if hasSecret && !s.canSeal {
 		return badRequest(api.CodeInvalidClusterMirrorConfig,
-			"the source has a secret (SASL password or TLS client key), and this worker has no secret key to encrypt it with: set %s on the worker", mirrorengine.SecretKeyEnv)
+			"the source has a secret (SASL password or TLS client key), and this worker has no secret key to encrypt it with: set %s on the worker", mirrorstate.SecretKeyEnv)
 	}
 	return nil
 }
@@ -385,7 +386,7 @@ func (s *server) updateMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	}
 	// Without a source only the sync settings change: the engine keeps the stored
 	// connection, secrets included. A source replaces the whole connection.
-	var source mirrorengine.SourceConnection
+	var source mirrorstate.SourceConnection
 	if req.Source != nil {
 		if err := s.checkSource(*req.Source); err != nil {
 			return err
@@ -406,7 +407,7 @@ func (s *server) updateMirror(w http.ResponseWriter, r *http.Request, e engineAP
 	}
 	ctx, cancel := commandContext(r)
 	defer cancel()
-	if _, err := e.UpdateClusterMirror(ctx, mirrorengine.MirrorRecord{Name: name, Source: source, Sync: sync, DestinationTopics: dt}); err != nil {
+	if _, err := e.UpdateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: name, Source: source, Sync: sync, DestinationTopics: dt}); err != nil {
 		return err
 	}
 	return writeMirror(w, e, name)

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -32,22 +33,22 @@ const (
 )
 
 // StateRecordKinds are the kinds of __mirror_state records (StateRecord.Kind).
-var StateRecordKinds = []string{KindName(KindMirror), KindName(KindTopicConfig), KindName(KindPartition), KindName(KindLastMirror)}
+var StateRecordKinds = []string{mirrorstate.KindName(mirrorstate.KindMirror), mirrorstate.KindName(mirrorstate.KindTopicConfig), mirrorstate.KindName(mirrorstate.KindPartition), mirrorstate.KindName(mirrorstate.KindLastMirror)}
 
 // BadStateRecords lists the __mirror_state records that cannot be read, sorted by key.
-func (e *Engine) BadStateRecords() []StateRecord { return e.store.BadRecords() }
+func (e *Engine) BadStateRecords() []mirrorstate.StateRecord { return e.store.BadRecords() }
 
 // StateRecord returns the record stored under key, for an operator's eyes: the value of a
 // mirror record has its secret fields (sealed as they are) replaced by "[redacted]".
-func (e *Engine) StateRecord(key string) (StateRecord, error) {
-	if _, err := ParseKey(key); err != nil {
-		return StateRecord{}, cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %w", key, err)
+func (e *Engine) StateRecord(key string) (mirrorstate.StateRecord, error) {
+	if _, err := mirrorstate.ParseKey(key); err != nil {
+		return mirrorstate.StateRecord{}, cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %w", key, err)
 	}
 	r, ok := e.store.Record(key)
 	if !ok {
-		return StateRecord{}, cmdErr(CodeUnknownMirrorStateRecord, "no __mirror_state record %q", key)
+		return mirrorstate.StateRecord{}, cmdErr(CodeUnknownMirrorStateRecord, "no __mirror_state record %q", key)
 	}
-	if r.Kind == KindName(KindMirror) {
+	if r.Kind == mirrorstate.KindName(mirrorstate.KindMirror) {
 		r.Value = redactMirrorValue(r.Value)
 	}
 	return r, nil
@@ -63,7 +64,7 @@ func redactMirrorValue(value []byte) []byte {
 	source, _ := v["source"].(map[string]any)
 	for _, secret := range [...]struct{ block, field string }{{"sasl", "password"}, {"tls", "client_key_pem"}} {
 		if b, ok := source[secret.block].(map[string]any); ok && b[secret.field] != nil {
-			b[secret.field] = Redacted
+			b[secret.field] = mirrorstate.Redacted
 		}
 	}
 	out, err := json.Marshal(v)
@@ -80,7 +81,7 @@ func redactMirrorValue(value []byte) []byte {
 func (e *Engine) RemoveStateRecord(ctx context.Context, key string, force bool) error {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
-	k, err := ParseKey(key)
+	k, err := mirrorstate.ParseKey(key)
 	if err != nil {
 		return cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %w", key, err)
 	}
@@ -90,7 +91,7 @@ func (e *Engine) RemoveStateRecord(ctx context.Context, key string, force bool) 
 		return cmdErr(CodeUnknownMirrorStateRecord, "no __mirror_state record %q", key)
 	case r.Problem == "" && !force:
 		return cmdErr(CodeInvalidRequest, "__mirror_state record %q is readable; only unreadable records are removed (force removes a readable partition or lastmirror record)", key)
-	case r.Problem == "" && (k.Kind == KindMirror || k.Kind == KindTopicConfig):
+	case r.Problem == "" && (k.Kind == mirrorstate.KindMirror || k.Kind == mirrorstate.KindTopicConfig):
 		return cmdErr(CodeInvalidRequest, "__mirror_state record %q is readable: delete the mirror or stop the topic instead", key)
 	}
 	if cerr := e.record(ctx, fmt.Sprintf("removing __mirror_state record %q", key), func(ctx context.Context) error {
@@ -99,7 +100,7 @@ func (e *Engine) RemoveStateRecord(ctx context.Context, key string, force bool) 
 		return cerr
 	}
 	e.log.Warn("__mirror_state record removed by the operator", "key", key, "problem", r.Problem, "forced", r.Problem == "")
-	if k.Kind == KindPartition {
+	if k.Kind == mirrorstate.KindPartition {
 		e.reloadRunner(partitionKey{k.Mirror, k.Topic, k.Partition})
 	}
 	return nil
@@ -124,24 +125,24 @@ func (e *Engine) reloadRunner(k partitionKey) {
 }
 
 // recordProblem is the problem of the record stored under k, "" when it is readable or absent.
-func (e *Engine) recordProblem(k RecordKey) string {
+func (e *Engine) recordProblem(k mirrorstate.RecordKey) string {
 	r, _ := e.store.Record(k.String())
 	return r.Problem
 }
 
 // mirrorProblem refuses commands on a mirror whose record cannot be read; nil otherwise.
 func (e *Engine) mirrorProblem(name string) *CommandError {
-	return e.refusal(RecordKey{Kind: KindMirror, Mirror: name}, "cluster mirror", name, "its topics do not run", "create the mirror again (its topics resume)")
+	return e.refusal(mirrorstate.RecordKey{Kind: mirrorstate.KindMirror, Mirror: name}, "cluster mirror", name, "its topics do not run", "create the mirror again (its topics resume)")
 }
 
 // topicProblem refuses commands on a topic whose config record cannot be read; nil otherwise.
 func (e *Engine) topicProblem(topic string) *CommandError {
-	return e.refusal(RecordKey{Kind: KindTopicConfig, Topic: topic}, "topic", topic, "it does not run", "start the topic again")
+	return e.refusal(mirrorstate.RecordKey{Kind: mirrorstate.KindTopicConfig, Topic: topic}, "topic", topic, "it does not run", "start the topic again")
 }
 
 // refusal is the refusal of commands on what the record under k describes, when it cannot
 // be read: what the operator sees meanwhile and how to repair it.
-func (e *Engine) refusal(k RecordKey, what, name, meanwhile, then string) *CommandError {
+func (e *Engine) refusal(k mirrorstate.RecordKey, what, name, meanwhile, then string) *CommandError {
 	if p := e.recordProblem(k); p != "" {
 		return cmdErr(CodeMirrorStateRecordUnreadable, "%s %q cannot be used: %s; %s. Repair: kafkamirror-worker state remove %s, then %s",
 			what, name, p, meanwhile, k, then)
@@ -150,13 +151,13 @@ func (e *Engine) refusal(k RecordKey, what, name, meanwhile, then string) *Comma
 }
 
 // lookupMirror returns the named mirror, or why a command cannot use it.
-func (e *Engine) lookupMirror(name string) (MirrorRecord, *CommandError) {
+func (e *Engine) lookupMirror(name string) (mirrorstate.MirrorRecord, *CommandError) {
 	if cerr := e.mirrorProblem(name); cerr != nil {
-		return MirrorRecord{}, cerr
+		return mirrorstate.MirrorRecord{}, cerr
 	}
 	m, ok := e.store.Mirror(name)
 	if !ok {
-		return MirrorRecord{}, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", name)
+		return mirrorstate.MirrorRecord{}, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", name)
 	}
 	return m, nil
 }
@@ -164,7 +165,7 @@ func (e *Engine) lookupMirror(name string) (MirrorRecord, *CommandError) {
 // unreadablePartition is the status of a partition whose record cannot be read: FAILED for
 // the operator, with the record's problem and the ways out.
 func unreadablePartition(k partitionKey, problem string) partitionstate.Status {
-	key := RecordKey{Kind: KindPartition, Mirror: k.mirror, Topic: k.topic, Partition: k.partition}
+	key := mirrorstate.RecordKey{Kind: mirrorstate.KindPartition, Mirror: k.mirror, Topic: k.topic, Partition: k.partition}
 	return partitionstate.Status{State: partitionstate.StateFailed, RetryAttempt: -1, Error: fmt.Sprintf(
 		"%s; the partition waits for the operator: start the topic again, or kafkamirror-worker state remove %s, and it continues from its destination when that is a prefix of the source",
 		problem, key)}

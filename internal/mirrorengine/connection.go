@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 )
 
 // clusterID asks a cluster for its id (never a cached value: a changed source cluster id
@@ -48,7 +49,7 @@ const sourceRequestTimeout = 15 * time.Second
 // credentials by closing the connection (kfake, Kafka before 1.0) look to the client like
 // an outage, which it would retry until the timeout. Any other failure is
 // SOURCE_CLUSTER_UNREACHABLE.
-func (e *Engine) withSourceClient(ctx context.Context, conn SourceConnection, fn func(context.Context, *kgo.Client) error) *CommandError {
+func (e *Engine) withSourceClient(ctx context.Context, conn mirrorstate.SourceConnection, fn func(context.Context, *kgo.Client) error) *CommandError {
 	opts, err := kafkaconn.Opts(conn)
 	if err != nil {
 		return cmdErr(CodeInvalidClusterMirrorConfig, "source: %w", err)
@@ -100,7 +101,7 @@ func (w *saslWatch) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ ti
 // ListSourceTopics lists the topics of the cluster conn reaches whose names match the
 // regular expression pattern (every topic when empty), internal topics excluded, sorted.
 // It serves a mirror's listing and the listing of a source no mirror has yet (a plan).
-func (e *Engine) ListSourceTopics(ctx context.Context, conn SourceConnection, pattern string) ([]string, error) {
+func (e *Engine) ListSourceTopics(ctx context.Context, conn mirrorstate.SourceConnection, pattern string) ([]string, error) {
 	re, err := regexp.Compile(pattern)
 	if err != nil {
 		return nil, cmdErr(CodeInvalidRequest, "pattern %q is not a regular expression: %w", pattern, err)

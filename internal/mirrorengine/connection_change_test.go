@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -55,12 +56,12 @@ func TestEngineSourcePasswordRotation(t *testing.T) {
 	}
 
 	e := openEngine(t, dst)
-	conn := func(password string) SourceConnection {
+	conn := func(password string) mirrorstate.SourceConnection {
 		c := sourceOf(src)
-		c.SASL = &SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "mirror", Password: password}
+		c.SASL = &mirrorstate.SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "mirror", Password: password}
 		return c
 	}
-	if _, err := e.CreateClusterMirror(ctx, MirrorRecord{Name: "m", Source: conn("password-1")}); err != nil {
+	if _, err := e.CreateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: "m", Source: conn("password-1")}); err != nil {
 		t.Fatal(err)
 	}
 	start(t, e, "m", "orders", "fail")
@@ -75,7 +76,7 @@ func TestEngineSourcePasswordRotation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rotating the password on the source: %v", err)
 	}
-	if _, err := e.UpdateClusterMirror(ctx, MirrorRecord{Name: "m", Source: conn("password-2")}); err != nil {
+	if _, err := e.UpdateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: "m", Source: conn("password-2")}); err != nil {
 		t.Fatalf("updating the mirror with the new password: %v", err)
 	}
 	waitFlowing(t, e, src, dst, "orders", "after")
@@ -90,13 +91,13 @@ func TestEngineSourceBootstrapChange(t *testing.T) {
 	old := kafkatest.NewProxy(t, src)
 
 	e := openEngine(t, dst)
-	if _, err := e.CreateClusterMirror(ctx, MirrorRecord{Name: "m", Source: SourceConnection{BootstrapServers: old.Addrs()}}); err != nil {
+	if _, err := e.CreateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: "m", Source: mirrorstate.SourceConnection{BootstrapServers: old.Addrs()}}); err != nil {
 		t.Fatal(err)
 	}
 	start(t, e, "m", "orders", "fail")
 	waitFlowing(t, e, src, dst, "orders", "before")
 
-	if _, err := e.UpdateClusterMirror(ctx, MirrorRecord{Name: "m", Source: sourceOf(src)}); err != nil {
+	if _, err := e.UpdateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: "m", Source: sourceOf(src)}); err != nil {
 		t.Fatalf("updating the bootstrap servers: %v", err)
 	}
 	old.Blackhole()

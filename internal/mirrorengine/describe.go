@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -25,8 +26,8 @@ type MirrorDescription struct {
 	SASLMechanism          string
 	SASLUsername           string
 	TLS                    bool
-	Sync                   SyncSettings
-	DestinationTopics      DestinationTopicSettings
+	Sync                   mirrorstate.SyncSettings
+	DestinationTopics      mirrorstate.DestinationTopicSettings
 	SyncStatus             SyncStatus
 	CreatedAt              time.Time
 	Topics                 []string
@@ -88,7 +89,7 @@ func (e *Engine) ListClusterMirrors() []MirrorDescription {
 		out = append(out, e.describeMirror(m))
 	}
 	for _, b := range e.store.BadRecords() {
-		if b.Kind == KindName(KindMirror) {
+		if b.Kind == mirrorstate.KindName(mirrorstate.KindMirror) {
 			d, _ := e.DescribeClusterMirror(b.Mirror)
 			out = append(out, d)
 		}
@@ -109,7 +110,7 @@ func (e *Engine) DescribeClusterMirror(name string) (MirrorDescription, error) {
 	return e.describeMirror(m), nil
 }
 
-func (e *Engine) describeMirror(m MirrorRecord) MirrorDescription {
+func (e *Engine) describeMirror(m mirrorstate.MirrorRecord) MirrorDescription {
 	d := MirrorDescription{
 		Name: m.Name, SourceBootstrapServers: m.Source.BootstrapServers, SourceClusterID: m.SourceClusterID,
 		TLS: m.Source.TLS != nil, Sync: m.Sync, CreatedAt: m.CreatedAt, Topics: e.mirrorTopics(m.Name),
@@ -169,13 +170,13 @@ func (e *Engine) DescribeMirrorTopic(ctx context.Context, mirror, topic string) 
 }
 
 // topicOf returns the config of a topic of the mirror.
-func (e *Engine) topicOf(mirror, topic string) (TopicConfigRecord, error) {
+func (e *Engine) topicOf(mirror, topic string) (mirrorstate.TopicConfigRecord, error) {
 	if cerr := e.topicProblem(topic); cerr != nil {
-		return TopicConfigRecord{}, cerr
+		return mirrorstate.TopicConfigRecord{}, cerr
 	}
 	tc, ok := e.store.TopicConfig(topic)
 	if owner, _ := partitionstate.ParseMirrorName(tc.MirrorName); !ok || owner != mirror {
-		return TopicConfigRecord{}, cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, mirror)
+		return mirrorstate.TopicConfigRecord{}, cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, mirror)
 	}
 	return tc, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -23,8 +24,8 @@ func TestEngineDestinationTopicSettings(t *testing.T) {
 		src.WaitTopic(t, topic, 2)
 	}
 	e := openEngine(t, dst)
-	if _, err := e.CreateClusterMirror(ctx, MirrorRecord{Name: "set", Source: sourceOf(src),
-		DestinationTopics: DestinationTopicSettings{ReplicationFactor: 3, MinInsyncReplicas: 2}}); err != nil {
+	if _, err := e.CreateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: "set", Source: sourceOf(src),
+		DestinationTopics: mirrorstate.DestinationTopicSettings{ReplicationFactor: 3, MinInsyncReplicas: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	createMirror(t, e, "default", src)

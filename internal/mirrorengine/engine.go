@@ -18,6 +18,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -26,7 +27,7 @@ type Config struct {
 	// Destination is a client of the destination cluster, the cluster this engine mirrors
 	// into and whose __mirror_state holds everything durable.
 	Destination *kgo.Client
-	Store       StoreConfig
+	Store       mirrorstate.StoreConfig
 	// Retry is the back-off for FAILED partitions; the zero value means the KIP's defaults
 	// (100 ms doubling to 5 min, 20 attempts, full jitter).
 	Retry partitionstate.RetryPolicy
@@ -54,7 +55,7 @@ type Engine struct {
 	log   *slog.Logger
 	dst   cluster
 	dstID string
-	store *Store
+	store *mirrorstate.Store
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -119,7 +120,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 			return r.factor, r.minInsync
 		}
 	}
-	store, err := OpenStore(ctx, cfg.Destination, cfg.Store)
+	store, err := mirrorstate.OpenStore(ctx, cfg.Destination, cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", storeTopic(cfg.Store), err)
 	}
@@ -148,7 +149,7 @@ func (e *Engine) resumeTopics(ctx context.Context, mirror string) {
 			e.runner(partitionKey{mirror, topic, p})
 		}
 		for _, b := range e.store.BadRecords() {
-			if b.Kind == KindName(KindPartition) && b.Mirror == mirror && b.Topic == topic {
+			if b.Kind == mirrorstate.KindName(mirrorstate.KindPartition) && b.Mirror == mirror && b.Topic == topic {
 				e.runner(partitionKey{mirror, topic, b.Partition}) // FAILED until the operator acts
 			}
 		}
@@ -159,9 +160,9 @@ func (e *Engine) resumeTopics(ctx context.Context, mirror string) {
 	}
 }
 
-func storeTopic(c StoreConfig) string {
+func storeTopic(c mirrorstate.StoreConfig) string {
 	if c.Topic == "" {
-		return DefaultStoreTopic
+		return mirrorstate.DefaultStoreTopic
 	}
 	return c.Topic
 }
@@ -340,14 +341,14 @@ func quiet(s partitionstate.Status) bool {
 
 // CreateClusterMirror validates and records a new mirror. The source must be reachable;
 // its cluster id is checked against m.SourceClusterID when given, and bound to the mirror.
-func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (MirrorRecord, error) {
+func (e *Engine) CreateClusterMirror(ctx context.Context, m mirrorstate.MirrorRecord) (mirrorstate.MirrorRecord, error) {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
 	if err := partitionstate.ValidateMirrorName(m.Name); err != nil {
-		return MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorName, "%w", err)
+		return mirrorstate.MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorName, "%w", err)
 	}
 	if cerr := e.mirrorProblem(m.Name); cerr != nil {
-		return MirrorRecord{}, cerr
+		return mirrorstate.MirrorRecord{}, cerr
 	}
 	if old, ok := e.store.Mirror(m.Name); ok {
 		// A repeat of the create that made the mirror (a retry whose first answer was lost)
@@ -355,22 +356,22 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 		if sameMirror(old, m) {
 			return old, nil
 		}
-		return MirrorRecord{}, cmdErr(CodeClusterMirrorAlreadyExists, "cluster mirror %q already exists with other settings", m.Name)
+		return mirrorstate.MirrorRecord{}, cmdErr(CodeClusterMirrorAlreadyExists, "cluster mirror %q already exists with other settings", m.Name)
 	}
 	id, cerr := e.probeSource(ctx, m.Source)
 	if cerr != nil {
-		return MirrorRecord{}, cerr
+		return mirrorstate.MirrorRecord{}, cerr
 	}
 	if m.SourceClusterID != "" && m.SourceClusterID != id {
-		return MirrorRecord{}, cmdErr(CodeSourceClusterIDMismatch, "the source cluster at %s has cluster id %q, not the expected %q", strings.Join(m.Source.BootstrapServers, ","), id, m.SourceClusterID)
+		return mirrorstate.MirrorRecord{}, cmdErr(CodeSourceClusterIDMismatch, "the source cluster at %s has cluster id %q, not the expected %q", strings.Join(m.Source.BootstrapServers, ","), id, m.SourceClusterID)
 	}
 	if id == e.dstID {
-		return MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorConfig, "the source cluster is the destination cluster (%s): a cluster cannot mirror itself", id)
+		return mirrorstate.MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorConfig, "the source cluster is the destination cluster (%s): a cluster cannot mirror itself", id)
 	}
 	m.SourceClusterID = id
 	m.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
 	if err := e.putMirror(ctx, m); err != nil {
-		return MirrorRecord{}, err
+		return mirrorstate.MirrorRecord{}, err
 	}
 	e.startSyncer(m.Name)
 	// Topics still name the mirror when its unreadable record was removed: they resume.
@@ -382,11 +383,11 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 // sameMirror reports whether a create of req repeats the create that recorded old: the same
 // source connection (secrets included), sync and destination topic settings, and no other
 // expected source cluster id.
-func sameMirror(old, req MirrorRecord) bool {
+func sameMirror(old, req mirrorstate.MirrorRecord) bool {
 	if req.SourceClusterID != "" && req.SourceClusterID != old.SourceClusterID {
 		return false
 	}
-	norm := func(m MirrorRecord) MirrorRecord {
+	norm := func(m mirrorstate.MirrorRecord) mirrorstate.MirrorRecord {
 		// The store round-trips an empty list as none.
 		m.Name, m.SourceClusterID, m.CreatedAt = "", "", time.Time{}
 		for _, l := range []*[]string{&m.Source.BootstrapServers, &m.Sync.TopicConfigExcludes, &m.Sync.GroupIncludes, &m.Sync.GroupExcludes} {
@@ -400,11 +401,11 @@ func sameMirror(old, req MirrorRecord) bool {
 }
 
 // putMirror records a mirror; a secret without a key to seal it is the caller's mistake.
-func (e *Engine) putMirror(ctx context.Context, m MirrorRecord) error {
+func (e *Engine) putMirror(ctx context.Context, m mirrorstate.MirrorRecord) error {
 	var noKey error
 	cerr := e.record(ctx, "recording the mirror", func(ctx context.Context) error {
 		err := e.store.PutMirror(ctx, m)
-		if errors.Is(err, ErrNoSecretKey) {
+		if errors.Is(err, mirrorstate.ErrNoSecretKey) {
 			noKey = err
 			return nil
 		}
@@ -439,14 +440,14 @@ func (e *Engine) record(ctx context.Context, what string, write func(context.Con
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrWriteUnacknowledged):
+	case errors.Is(err, mirrorstate.ErrWriteUnacknowledged):
 		return cmdErr(CodeRequestTimedOut, "%s: the destination cluster did not acknowledge the %s record within %v, so the command may or may not have taken effect: "+
 			"it did if the destination appended the record, which describe shows once the destination answers again",
-			what, e.store.cfg.Topic, StoreCommandTimeout)
+			what, e.store.Topic(), StoreCommandTimeout)
 	case ctx.Err() != nil:
 		// kgo fails an idempotent record on its context only when it was never sent.
 		return cmdErr(CodeCoordinatorNotAvailable, "%s: the destination cluster did not take the %s record within %v, so the command did not take effect; send it again once the destination answers: %w",
-			what, e.store.cfg.Topic, StoreCommandTimeout, err)
+			what, e.store.Topic(), StoreCommandTimeout, err)
 	}
 	return cmdErr(CodeUnknownServerError, "%s: %w", what, err)
 }
@@ -475,7 +476,7 @@ func (e *Engine) storeAnswers(ctx context.Context, what string) *CommandError {
 		down = ""
 		if err != nil {
 			down = fmt.Sprintf("the destination cluster did not answer for %s within %v, so nothing was recorded and the command did not take effect; send it again once the destination answers: %v",
-				e.store.cfg.Topic, StoreCommandTimeout, err)
+				e.store.Topic(), StoreCommandTimeout, err)
 		}
 		e.mu.Lock()
 		e.storeDown, e.storeDownAt = down, time.Now()
@@ -503,7 +504,7 @@ func storeDown(results []TopicResult) error {
 }
 
 // probeSource connects with the given settings and returns the source cluster's id.
-func (e *Engine) probeSource(ctx context.Context, conn SourceConnection) (string, *CommandError) {
+func (e *Engine) probeSource(ctx context.Context, conn mirrorstate.SourceConnection) (string, *CommandError) {
 	var id string
 	cerr := e.withSourceClient(ctx, conn, func(ctx context.Context, cl *kgo.Client) (err error) {
 		if id, err = clusterID(ctx, cl); err != nil {
@@ -517,12 +518,12 @@ func (e *Engine) probeSource(ctx context.Context, conn SourceConnection) (string
 // UpdateClusterMirror replaces a mirror's source connection settings (credentials) and sync
 // settings. The source must still be the same cluster. A record without bootstrap servers
 // changes only the sync settings and keeps the stored connection.
-func (e *Engine) UpdateClusterMirror(ctx context.Context, m MirrorRecord) (MirrorRecord, error) {
+func (e *Engine) UpdateClusterMirror(ctx context.Context, m mirrorstate.MirrorRecord) (mirrorstate.MirrorRecord, error) {
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
 	old, cerr := e.lookupMirror(m.Name)
 	if cerr != nil {
-		return MirrorRecord{}, cerr
+		return mirrorstate.MirrorRecord{}, cerr
 	}
 	if len(m.Source.BootstrapServers) == 0 {
 		// Only the sync settings change; the stored connection (and its secrets) stays.
@@ -530,15 +531,15 @@ func (e *Engine) UpdateClusterMirror(ctx context.Context, m MirrorRecord) (Mirro
 	} else {
 		id, cerr := e.probeSource(ctx, m.Source)
 		if cerr != nil {
-			return MirrorRecord{}, cerr
+			return mirrorstate.MirrorRecord{}, cerr
 		}
 		if id != old.SourceClusterID {
-			return MirrorRecord{}, cmdErr(CodeSourceClusterIDMismatch, "the new settings reach cluster %q, but the mirror is bound to %q", id, old.SourceClusterID)
+			return mirrorstate.MirrorRecord{}, cmdErr(CodeSourceClusterIDMismatch, "the new settings reach cluster %q, but the mirror is bound to %q", id, old.SourceClusterID)
 		}
 	}
 	m.SourceClusterID, m.CreatedAt = old.SourceClusterID, old.CreatedAt
 	if err := e.putMirror(ctx, m); err != nil {
-		return MirrorRecord{}, err
+		return mirrorstate.MirrorRecord{}, err
 	}
 	// Runners pick the new client up at their next session.
 	e.dropSource(m.Name)
@@ -694,7 +695,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 					return cerr
 				}
 				e.stopRunners(other, topic)
-				tc = TopicConfigRecord{}
+				tc = mirrorstate.TopicConfigRecord{}
 			}
 		}
 		smeta, err := newCluster("source", src).metadata(ctx, topic, 0)
@@ -804,7 +805,7 @@ func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []stri
 }
 
 // putTopicConfig records a command's change of a topic's mirror.name.
-func (e *Engine) putTopicConfig(ctx context.Context, topic string, tc TopicConfigRecord) *CommandError {
+func (e *Engine) putTopicConfig(ctx context.Context, topic string, tc mirrorstate.TopicConfigRecord) *CommandError {
 	return e.record(ctx, fmt.Sprintf("recording mirror.name of %q", topic), func(ctx context.Context) error {
 		return e.store.PutTopicConfig(ctx, topic, tc)
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -23,12 +24,12 @@ func openEngine(t *testing.T, dst *kafkatest.Cluster) *Engine {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sealer, err := NewSealer("a test key of more than sixteen bytes")
+	sealer, err := mirrorstate.NewSealer("a test key of more than sixteen bytes")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e, err := Open(ctx, Config{
-		Destination: dst.Client(t), Store: StoreConfig{Sealer: sealer}, Retry: fastRetry,
+		Destination: dst.Client(t), Store: mirrorstate.StoreConfig{Sealer: sealer}, Retry: fastRetry,
 		SourceOpts: []kgo.Opt{kgo.RetryTimeout(5 * time.Second)},
 	})
 	if err != nil {
@@ -38,13 +39,13 @@ func openEngine(t *testing.T, dst *kafkatest.Cluster) *Engine {
 	return e
 }
 
-func sourceOf(c *kafkatest.Cluster) SourceConnection {
-	return SourceConnection{BootstrapServers: c.Addrs()}
+func sourceOf(c *kafkatest.Cluster) mirrorstate.SourceConnection {
+	return mirrorstate.SourceConnection{BootstrapServers: c.Addrs()}
 }
 
 func createMirror(t *testing.T, e *Engine, name string, src *kafkatest.Cluster) {
 	t.Helper()
-	if _, err := e.CreateClusterMirror(context.Background(), MirrorRecord{Name: name, Source: sourceOf(src)}); err != nil {
+	if _, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: name, Source: sourceOf(src)}); err != nil {
 		t.Fatalf("creating mirror %s: %v", name, err)
 	}
 }
@@ -185,8 +186,8 @@ func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
 	src.CreateTopic(t, "payments", 1, nil)
 	produceSync(t, manualProducer(t, src), records("payments", 0, 20, "p")...)
 	e := openEngine(t, dst)
-	if _, err := e.CreateClusterMirror(context.Background(), MirrorRecord{Name: "a-to-b", Source: SourceConnection{
-		BootstrapServers: src.Addrs(), SASL: &SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin-secret"},
+	if _, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "a-to-b", Source: mirrorstate.SourceConnection{
+		BootstrapServers: src.Addrs(), SASL: &mirrorstate.SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin-secret"},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +333,7 @@ func TestEngineSourceClusterIDChanged(t *testing.T) {
 	src.CreateTopic(t, "t", 1, nil)
 	produceSync(t, manualProducer(t, src), records("t", 0, 10, "x")...)
 	e := openEngine(t, dst)
-	if _, err := e.CreateClusterMirror(context.Background(), MirrorRecord{Name: "m", Source: sourceOf(src), Sync: SyncSettings{Interval: 50 * time.Millisecond}}); err != nil {
+	if _, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "m", Source: sourceOf(src), Sync: mirrorstate.SyncSettings{Interval: 50 * time.Millisecond}}); err != nil {
 		t.Fatal(err)
 	}
 	start(t, e, "m", "t", "")
@@ -398,8 +399,8 @@ func TestEngineCommandErrors(t *testing.T) {
 		}
 		return ""
 	}
-	create := func(name string, conn SourceConnection, id string) ErrorCode {
-		_, err := e.CreateClusterMirror(ctx, MirrorRecord{Name: name, Source: conn, SourceClusterID: id})
+	create := func(name string, conn mirrorstate.SourceConnection, id string) ErrorCode {
+		_, err := e.CreateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: name, Source: conn, SourceClusterID: id})
 		return code(err)
 	}
 	for _, tc := range []struct {
@@ -409,23 +410,23 @@ func TestEngineCommandErrors(t *testing.T) {
 	}{
 		{"invalid name", create("bad/name", sourceOf(src), ""), CodeInvalidClusterMirrorName},
 		{"reserved suffix", create("m.paused", sourceOf(src), ""), CodeInvalidClusterMirrorName},
-		{"no bootstrap", create("m", SourceConnection{}, ""), CodeInvalidClusterMirrorConfig},
-		{"bad mechanism", create("m", SourceConnection{BootstrapServers: src.Addrs(), SASL: &SASLSettings{Mechanism: "GSSAPI", Username: "u"}}, ""), CodeInvalidClusterMirrorConfig},
-		{"unreachable", create("m", SourceConnection{BootstrapServers: []string{fmt.Sprintf("127.0.0.1:%d", kafkatest.FreePort(t))}}, ""), CodeSourceClusterUnreachable},
+		{"no bootstrap", create("m", mirrorstate.SourceConnection{}, ""), CodeInvalidClusterMirrorConfig},
+		{"bad mechanism", create("m", mirrorstate.SourceConnection{BootstrapServers: src.Addrs(), SASL: &mirrorstate.SASLSettings{Mechanism: "GSSAPI", Username: "u"}}, ""), CodeInvalidClusterMirrorConfig},
+		{"unreachable", create("m", mirrorstate.SourceConnection{BootstrapServers: []string{fmt.Sprintf("127.0.0.1:%d", kafkatest.FreePort(t))}}, ""), CodeSourceClusterUnreachable},
 		{"wrong cluster id", create("m", sourceOf(src), "someone-else"), CodeSourceClusterIDMismatch},
 		{"itself", create("m", sourceOf(dst), ""), CodeInvalidClusterMirrorConfig},
 		{"created", create("m", sourceOf(src), "source-cluster"), ""},
 		{"again, as a retry would", create("m", sourceOf(src), ""), ""},
 		{"again, the expected cluster id", create("m", sourceOf(src), "source-cluster"), ""},
-		{"again, another source", create("m", SourceConnection{BootstrapServers: append(src.Addrs(), src.Addrs()[0])}, ""), CodeClusterMirrorAlreadyExists},
+		{"again, another source", create("m", mirrorstate.SourceConnection{BootstrapServers: append(src.Addrs(), src.Addrs()[0])}, ""), CodeClusterMirrorAlreadyExists},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("create, %s: %q, want %q", tc.what, tc.got, tc.want)
 		}
 	}
 	createMirror(t, e, "other", src)
-	update := func(name string, conn SourceConnection) ErrorCode {
-		_, err := e.UpdateClusterMirror(ctx, MirrorRecord{Name: name, Source: conn})
+	update := func(name string, conn mirrorstate.SourceConnection) ErrorCode {
+		_, err := e.UpdateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: name, Source: conn})
 		return code(err)
 	}
 	for _, tc := range []struct {
@@ -570,8 +571,8 @@ func TestEngineRestartsUnderContinuousProduction(t *testing.T) {
 func TestEngineMirrorSecretsAndSyncOnlyUpdate(t *testing.T) {
 	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"))
 	ctx := context.Background()
-	withSASL := MirrorRecord{Name: "m", Source: SourceConnection{
-		BootstrapServers: src.Addrs(), SASL: &SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin-secret"},
+	withSASL := mirrorstate.MirrorRecord{Name: "m", Source: mirrorstate.SourceConnection{
+		BootstrapServers: src.Addrs(), SASL: &mirrorstate.SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin-secret"},
 	}}
 
 	// Without a secret key, a credential cannot be stored: the caller's configuration error.
@@ -591,7 +592,7 @@ func TestEngineMirrorSecretsAndSyncOnlyUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A sync-only update keeps the stored connection, password included.
-	if _, err := e.UpdateClusterMirror(ctx, MirrorRecord{Name: "m", Sync: SyncSettings{Interval: time.Minute, ACLs: true}}); err != nil {
+	if _, err := e.UpdateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: "m", Sync: mirrorstate.SyncSettings{Interval: time.Minute, ACLs: true}}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := e.store.Mirror("m")

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -90,7 +91,7 @@ func (e *Engine) PromoteMirrorTopics(ctx context.Context, mirror string, topics 
 
 // promoteReady waits until topic has lag 0 on every partition, all MIRRORING, then syncs its
 // group offsets.
-func (e *Engine) promoteReady(ctx context.Context, rec MirrorRecord, topic string, timeout time.Duration) *CommandError {
+func (e *Engine) promoteReady(ctx context.Context, rec mirrorstate.MirrorRecord, topic string, timeout time.Duration) *CommandError {
 	tc, ok := e.store.TopicConfig(topic)
 	if owner, desired := partitionstate.ParseMirrorName(tc.MirrorName); !ok || owner != rec.Name {
 		return cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, rec.Name)
@@ -141,7 +142,7 @@ func (e *Engine) promoteReady(ctx context.Context, rec MirrorRecord, topic strin
 // syncGroupsRetrying syncs topics' group offsets, trying again until ctx ends: right after
 // a cluster starts, its group coordinator is not available until __consumer_offsets exists
 // (COORDINATOR_NOT_AVAILABLE on Apache Kafka), and a sync is idempotent.
-func (e *Engine) syncGroupsRetrying(ctx context.Context, rec MirrorRecord, srcCl *kgo.Client, topics []string) (skipped int, err error) {
+func (e *Engine) syncGroupsRetrying(ctx context.Context, rec mirrorstate.MirrorRecord, srcCl *kgo.Client, topics []string) (skipped int, err error) {
 	s := &syncer{e: e, mirror: rec.Name}
 	for {
 		skipped, err = s.syncGroupOffsets(ctx, newCluster("source", srcCl), topics, rec.Sync)

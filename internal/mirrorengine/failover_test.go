@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -19,8 +20,8 @@ import (
 func groupMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string) *Engine {
 	t.Helper()
 	e := openEngine(t, dst)
-	if _, err := e.CreateClusterMirror(context.Background(), MirrorRecord{Name: "m", Source: sourceOf(src),
-		Sync: SyncSettings{Interval: 24 * time.Hour, ConsumerGroups: true}}); err != nil {
+	if _, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "m", Source: sourceOf(src),
+		Sync: mirrorstate.SyncSettings{Interval: 24 * time.Hour, ConsumerGroups: true}}); err != nil {
 		t.Fatal(err)
 	}
 	start(t, e, "m", topic, "fail")

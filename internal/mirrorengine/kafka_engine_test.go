@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -69,7 +70,7 @@ func destinationTopicsForDR(t *testing.T, version string) {
 		}
 	}
 	adm := dst.Admin(t)
-	for _, name := range []string{topic, DefaultStoreTopic} {
+	for _, name := range []string{topic, mirrorstate.DefaultStoreTopic} {
 		meta, err := adm.Metadata(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -84,7 +85,7 @@ func destinationTopicsForDR(t *testing.T, version string) {
 			"message.timestamp.before.max.ms": "9223372036854775807", "message.timestamp.after.max.ms": "9223372036854775807",
 			"confluent.placement.constraints": "", "message.format.version": "", "totally.bogus.config": "",
 		},
-		DefaultStoreTopic: {"min.insync.replicas": "2", "cleanup.policy": "compact"},
+		mirrorstate.DefaultStoreTopic: {"min.insync.replicas": "2", "cleanup.policy": "compact"},
 	}
 	for name, configs := range want {
 		rcs, err := adm.DescribeTopicConfigs(ctx, name)

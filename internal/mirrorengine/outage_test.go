@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -37,7 +38,7 @@ func TestEngineSourceBlackhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	if _, err := e.CreateClusterMirror(ctx, MirrorRecord{Name: "m", Source: SourceConnection{BootstrapServers: proxy.Addrs()}}); err != nil {
+	if _, err := e.CreateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: "m", Source: mirrorstate.SourceConnection{BootstrapServers: proxy.Addrs()}}); err != nil {
 		t.Fatal(err)
 	}
 	start(t, e, "m", "orders", "")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -157,7 +158,7 @@ func (e *Engine) restartElsewhere(ctx context.Context, mirror, topic string) err
 		if err != nil {
 			continue
 		}
-		if err := e.store.PutPartition(ctx, mirror, topic, p, PartitionRecord{Status: next, UpdatedAt: time.Now().UTC()}); err != nil {
+		if err := e.store.PutPartition(ctx, mirror, topic, p, mirrorstate.PartitionRecord{Status: next, UpdatedAt: time.Now().UTC()}); err != nil {
 			return err
 		}
 	}
@@ -180,7 +181,7 @@ func (e *Engine) recordNewPartitions(ctx context.Context, mirror, topic string, 
 		if _, ok := e.store.Partition(mirror, topic, p); ok {
 			continue
 		}
-		if err := e.store.PutPartition(ctx, mirror, topic, p, PartitionRecord{Status: start, UpdatedAt: time.Now().UTC()}); err != nil {
+		if err := e.store.PutPartition(ctx, mirror, topic, p, mirrorstate.PartitionRecord{Status: start, UpdatedAt: time.Now().UTC()}); err != nil {
 			return fmt.Errorf("recording the new partition %s[%d]: %w", topic, p, err)
 		}
 	}
@@ -300,7 +301,7 @@ func (e *Engine) Refresh(ctx context.Context) error {
 func (e *Engine) RefreshForCommand(ctx context.Context) *CommandError {
 	ctx, cancel := context.WithTimeout(ctx, StoreCommandTimeout)
 	defer cancel()
-	what := "rereading " + e.store.cfg.Topic + " before the command"
+	what := "rereading " + e.store.Topic() + " before the command"
 	if cerr := e.storeAnswers(ctx, what); cerr != nil {
 		return cerr
 	}
@@ -314,17 +315,17 @@ func (e *Engine) RefreshForCommand(ctx context.Context) *CommandError {
 // followed acts on records another worker wrote: a new or changed mirror (its source
 // client is rebuilt, its topics become units), a topic's mirror.name (its partitions become
 // units; the runners here evaluate the new desired state).
-func (e *Engine) followed(ctx context.Context, changed []RecordKey) {
+func (e *Engine) followed(ctx context.Context, changed []mirrorstate.RecordKey) {
 	units := false // partitions new to this engine ask for a rebalance themselves (runner)
 	for _, k := range changed {
 		switch k.Kind {
-		case KindMirror:
+		case mirrorstate.KindMirror:
 			units = true
 			e.dropSource(k.Mirror)
 			if _, ok := e.store.Mirror(k.Mirror); ok {
 				e.resumeTopics(ctx, k.Mirror)
 			}
-		case KindTopicConfig:
+		case mirrorstate.KindTopicConfig:
 			units = true
 			tc, ok := e.store.TopicConfig(k.Topic)
 			if m, _ := partitionstate.ParseMirrorName(tc.MirrorName); ok && e.partitionMirrored(partitionKey{mirror: m, topic: k.Topic}) {
@@ -337,7 +338,7 @@ func (e *Engine) followed(ctx context.Context, changed []RecordKey) {
 					r.send(partitionstate.Evaluate{})
 				}
 			}
-		case KindPartition:
+		case mirrorstate.KindPartition:
 			// Another worker wrote it: the start command's restart, or the tombstones of a
 			// deletion. A runner here starts over from the record.
 			pk := partitionKey{k.Mirror, k.Topic, k.Partition}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -65,7 +66,7 @@ func (r *runner) prepare(ctx context.Context) error {
 // when it is a prefix of the source that mirroring may continue from its end. It fails while
 // the source cluster still mirrors the topic from this one.
 func (e *Engine) checkDestination(ctx context.Context, k partitionKey, src cluster) (*divergence, error) {
-	other, err := ReadStore(ctx, src.cl, e.cfg.Store)
+	other, err := mirrorstate.ReadStore(ctx, src.cl, e.cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("reading the source cluster's %s: %w", storeTopic(e.cfg.Store), err)
 	}
@@ -99,7 +100,7 @@ func (e *Engine) checkDestination(ctx context.Context, k partitionKey, src clust
 // mirroringFromUs returns the name of a mirror in another cluster's store that still
 // mirrors the partition from cluster id us (not yet STOPPED, even if a stop is requested:
 // its last mirrored offset is written only at the end of STOPPING), or "".
-func mirroringFromUs(other *Store, topic string, partition int32, us string) string {
+func mirroringFromUs(other *mirrorstate.Store, topic string, partition int32, us string) string {
 	tc, ok := other.TopicConfig(topic)
 	if !ok {
 		return ""

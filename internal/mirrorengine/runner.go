@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -59,7 +60,7 @@ func newRunner(parent context.Context, e *Engine, k partitionKey) *runner {
 	}
 	if rec, ok := e.store.Partition(k.mirror, k.topic, k.partition); ok {
 		r.status = rec.Status
-	} else if p := e.recordProblem(RecordKey{Kind: KindPartition, Mirror: k.mirror, Topic: k.topic, Partition: k.partition}); p != "" {
+	} else if p := e.recordProblem(mirrorstate.RecordKey{Kind: mirrorstate.KindPartition, Mirror: k.mirror, Topic: k.topic, Partition: k.partition}); p != "" {
 		r.status, r.held = unreadablePartition(k, p), true
 	}
 	return r
@@ -150,7 +151,7 @@ func (r *runner) run() {
 			continue
 		}
 		if len(actions) > 0 && actions[0].Kind == partitionstate.ActionRecord {
-			rec := PartitionRecord{Status: next, UpdatedAt: time.Now().UTC()}
+			rec := mirrorstate.PartitionRecord{Status: next, UpdatedAt: time.Now().UTC()}
 			if err := r.e.store.PutPartition(r.ctx, r.key.mirror, r.key.topic, r.key.partition, rec); err != nil {
 				// Never act on a state that is not recorded: try the event again later.
 				r.log.Warn("recording the partition state failed; retrying", "to", next.State, "error", err)

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -19,7 +20,7 @@ func TestEngineSourceNeedsOnlyReadAccess(t *testing.T) {
 	src.CreateTopic(t, "orders", 2, nil)
 	// The source's own __mirror_state exists (it mirrors something elsewhere), unreadable
 	// for the reader.
-	src.CreateTopic(t, DefaultStoreTopic, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
+	src.CreateTopic(t, mirrorstate.DefaultStoreTopic, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
 	produceSync(t, manualProducer(t, src), records("orders", 0, 30, "a")...)
 	acls := kadm.NewACLs().Allow("User:reader").AllowHosts().
 		Topics("orders").Operations(kadm.OpRead, kadm.OpDescribe, kadm.OpDescribeConfigs).
@@ -36,8 +37,8 @@ func TestEngineSourceNeedsOnlyReadAccess(t *testing.T) {
 
 	e := openEngine(t, dst)
 	conn := sourceOf(src)
-	conn.SASL = &SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "reader", Password: "reader-secret"}
-	if _, err := e.CreateClusterMirror(context.Background(), MirrorRecord{Name: "m", Source: conn}); err != nil {
+	conn.SASL = &mirrorstate.SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "reader", Password: "reader-secret"}
+	if _, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "m", Source: conn}); err != nil {
 		t.Fatal(err)
 	}
 	start(t, e, "m", "orders", "fail")

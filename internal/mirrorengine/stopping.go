@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 )
 
 // stop is STOPPING, the failover: abort the replayed transactions still open (the KIP's
@@ -21,7 +23,7 @@ func (r *runner) stop(ctx context.Context) error {
 	}
 	rec, _ := e.store.Mirror(k.mirror)
 	tc, _ := e.store.TopicConfig(k.topic)
-	lm := LastMirrorRecord{
+	lm := mirrorstate.LastMirrorRecord{
 		LastMirroredOffset: end, LastMirroredEpoch: r.lastEpoch,
 		SourceClusterID: rec.SourceClusterID, SourceTopicID: tc.SourceTopicID, DestinationClusterID: e.dstID,
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -328,7 +329,7 @@ func overrides(rcs kadm.ResourceConfigs, topic string) (map[string]*string, erro
 // identical on both clusters), clamped to the destination's valid range and committed with
 // leader epoch -1. Groups with members on the destination are skipped and counted, and a
 // destination offset is never moved backwards.
-func (s *syncer) syncGroupOffsets(ctx context.Context, src cluster, topics []string, cfg SyncSettings) (skipped int, err error) {
+func (s *syncer) syncGroupOffsets(ctx context.Context, src cluster, topics []string, cfg mirrorstate.SyncSettings) (skipped int, err error) {
 	include, exclude, err := groupFilters(cfg)
 	if err != nil {
 		return 0, err
@@ -412,7 +413,7 @@ func (s *syncer) syncGroupOffsets(ctx context.Context, src cluster, topics []str
 	return skipped, joinProblems(problems)
 }
 
-func groupFilters(cfg SyncSettings) (include, exclude []*regexp.Regexp, err error) {
+func groupFilters(cfg mirrorstate.SyncSettings) (include, exclude []*regexp.Regexp, err error) {
 	compile := func(patterns []string) ([]*regexp.Regexp, error) {
 		var out []*regexp.Regexp
 		for _, p := range patterns {
@@ -446,7 +447,7 @@ func matchesAny(res []*regexp.Regexp, s string, emptyMatches bool) bool {
 // syncACLs creates on the destination the source ACLs of the mirrored topics and of the
 // synced groups. It deletes nothing: the destination's own ACLs (read-only enforcement, the
 // worker's, other mirrors') must survive.
-func (s *syncer) syncACLs(ctx context.Context, src cluster, topics []string, cfg SyncSettings) error {
+func (s *syncer) syncACLs(ctx context.Context, src cluster, topics []string, cfg mirrorstate.SyncSettings) error {
 	results, err := src.adm.DescribeACLs(ctx, kadm.NewACLs().AnyResource().
 		ResourcePatternType(kadm.ACLPatternAny).Operations(kadm.OpAny).Allow().Deny().AllowHosts().DenyHosts())
 	if err == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
@@ -18,9 +19,9 @@ import (
 func syncedMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string, partitions int, excludes []string) *Engine {
 	t.Helper()
 	e := openEngine(t, dst)
-	_, err := e.CreateClusterMirror(context.Background(), MirrorRecord{Name: "m", Source: SourceConnection{
-		BootstrapServers: src.Addrs(), SASL: &SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin-secret"},
-	}, Sync: SyncSettings{
+	_, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "m", Source: mirrorstate.SourceConnection{
+		BootstrapServers: src.Addrs(), SASL: &mirrorstate.SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin-secret"},
+	}, Sync: mirrorstate.SyncSettings{
 		Interval: 50 * time.Millisecond, TopicConfigs: true, TopicConfigExcludes: excludes,
 		ConsumerGroups: true, GroupExcludes: []string{"private-.*"}, ACLs: true,
 	}})

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 )
 
 // The version matrix: each side is checked against what the worker sends it, on kfake
@@ -45,7 +46,7 @@ func TestOldBrokersAreRefusedClearly(t *testing.T) {
 	src := kafkatest.New(t, kafkatest.MaxVersions(kversion.V2_0_0()))
 	dst := kafkatest.New(t)
 	e := openEngine(t, dst)
-	_, err := e.CreateClusterMirror(context.Background(), MirrorRecord{Name: "m", Source: sourceOf(src)})
+	_, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "m", Source: sourceOf(src)})
 	var cerr *CommandError
 	if !errors.As(err, &cerr) || cerr.Code != CodeUnsupportedVersion || !strings.Contains(cerr.Message, "Apache Kafka 2.1 or newer as the source") {
 		t.Fatalf("mirror from Kafka 2.0: %v, want UNSUPPORTED_VERSION naming the minimum", err)

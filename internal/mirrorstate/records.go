@@ -1,4 +1,4 @@
-package mirrorengine
+package mirrorstate
 
 // The record kinds of __mirror_state and their on-disk encoding.
 //

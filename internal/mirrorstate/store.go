@@ -1,6 +1,4 @@
-package mirrorengine
-
-// The engine's durable metadata: the compacted __mirror_state topic on the
+// Package mirrorstate is the engine's durable metadata: the compacted __mirror_state topic on the
 // destination cluster (docs/design.md "__mirror_state"). The worker keeps no state
 // of its own; OpenStore rebuilds the whole view by reading the topic, and
 // every later write goes to the topic first and into the view only once the
@@ -14,6 +12,7 @@ package mirrorengine
 // (and with it a copy of whatever the engine's client is configured with),
 // and a consumer cannot tell "nothing left below the end offset" from "not
 // yet", which compaction makes a real case.
+package mirrorstate
 
 import (
 	"cmp"
@@ -902,6 +901,9 @@ func (s *Store) Record(key string) (StateRecord, bool) {
 	r, ok := s.records[key]
 	return r.clone(), ok
 }
+
+// Topic is the store's topic on the destination.
+func (s *Store) Topic() string { return s.cfg.Topic }
 
 // Ping asks the destination for the store topic's offsets: whether it answers
 // for the store now.

@@ -1,4 +1,4 @@
-package mirrorengine
+package mirrorstate
 
 // Secret fields of a mirror (the source SASL password and TLS client key) are
 // stored in __mirror_state, a topic anyone with READ on the destination can
