@@ -54,7 +54,7 @@ fi
 # A count of inputs, not seconds: under load a time limit can expire while the fuzzer is still
 # replaying its corpus, which go test reports as a failure.
 step "fuzzing the parsers of outside input (2000 new inputs each, one fuzzing process; go test runs their seed corpora too)"
-for target in ./internal/mirrorengine:FuzzBatches ./internal/mirrorstate:FuzzStateRecord ./worker:FuzzAPIRequest ./worker:FuzzConfig ./internal/membership:FuzzProtocol; do
+for target in ./internal/recordbatch:FuzzBatches ./internal/mirrorstate:FuzzStateRecord ./worker:FuzzAPIRequest ./worker:FuzzConfig ./internal/membership:FuzzProtocol; do
   go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime 2000x -parallel 1 "${target%:*}"
 done
 

@@ -14,6 +14,8 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch/batchtest"
 )
 
 // Source batches that kfake never writes itself, served in place of its fetch answers.
@@ -21,7 +23,7 @@ import (
 // serveFetches answers every fetch of partition 0 of topic "t" with the first batch of served
 // that ends at or after the fetch offset (one batch an answer: each is the last of its answer
 // once), and the high watermark end.
-func serveFetches(t *testing.T, src *kafkatest.Cluster, end int64, served ...rawBatch) {
+func serveFetches(t *testing.T, src *kafkatest.Cluster, end int64, served ...recordbatch.Batch) {
 	t.Helper()
 	if src.Fake() == nil {
 		t.Skip("needs kfake to answer fetches")
@@ -30,7 +32,7 @@ func serveFetches(t *testing.T, src *kafkatest.Cluster, end int64, served ...raw
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = end, end, 0
 		for _, b := range served {
-			if b.lastOffset() >= fp.FetchOffset {
+			if b.LastOffset() >= fp.FetchOffset {
 				rp.RecordBatches = b
 				break
 			}
@@ -52,7 +54,7 @@ func TestEngineFailsOnlyThePartitionWithACorruptBatch(t *testing.T) {
 	last := stored[len(stored)-1]
 	bad := slices.Clone(last)
 	bad[len(bad)-1] ^= 0xff // a bit flipped on disk, or on the way
-	serveFetches(t, src, last.lastOffset()+1, append(stored[:len(stored)-1], bad)...)
+	serveFetches(t, src, last.LastOffset()+1, append(stored[:len(stored)-1], bad)...)
 
 	e := openEngine(t, dst)
 	createMirror(t, e, "m", src)
@@ -64,13 +66,13 @@ func TestEngineFailsOnlyThePartitionWithACorruptBatch(t *testing.T) {
 			p0, p1 := d.Partitions[0], d.Partitions[1]
 			// A FAILED with a retry is a transient error while the destination topic appears.
 			if p0.State == partitionstate.StateFailed && p0.RetryAttempt == -1 && p1.State == partitionstate.StateMirroring && p1.Lag == 0 {
-				want := fmt.Sprintf("corrupt source record batch at offset %d: CRC-32C", last.baseOffset())
+				want := fmt.Sprintf("corrupt source record batch at offset %d: CRC-32C", last.BaseOffset())
 				if !strings.Contains(p0.Error, want) {
 					t.Fatalf("partition 0: %+v; want an error with %q", p0, want)
 				}
 				// Everything before the corrupt batch was copied.
-				if end := endOffsets(t, dst, "t")[0]; end != last.baseOffset() {
-					t.Fatalf("destination partition 0 ends at %d, want %d", end, last.baseOffset())
+				if end := endOffsets(t, dst, "t")[0]; end != last.BaseOffset() {
+					t.Fatalf("destination partition 0 ends at %d, want %d", end, last.BaseOffset())
 				}
 				return
 			}
@@ -95,10 +97,10 @@ func TestMirrorEmptyBatchesAreGaps(t *testing.T) {
 	produceSync(t, prod, records("t", 0, 2, "b")...)
 	stored := rawBatches(t, src, "t", 0)
 	first, last := stored[0], stored[len(stored)-1]
-	if first.lastOffset() != 2 || last.baseOffset() != 9 || last.lastOffset() != 10 {
-		t.Fatalf("source batches %d-%d ... %d-%d, want 0-2 ... 9-10", first.baseOffset(), first.lastOffset(), last.baseOffset(), last.lastOffset())
+	if first.LastOffset() != 2 || last.BaseOffset() != 9 || last.LastOffset() != 10 {
+		t.Fatalf("source batches %d-%d ... %d-%d, want 0-2 ... 9-10", first.BaseOffset(), first.LastOffset(), last.BaseOffset(), last.LastOffset())
 	}
-	emptyMarker, emptyData := craft(attrControl|attrTransactional, 0, 0, nil), craft(0, 4, 0, nil)
+	emptyMarker, emptyData := batchtest.Craft(recordbatch.AttrControl|recordbatch.AttrTransactional, 0, 0, nil), batchtest.Craft(0, 4, 0, nil)
 	setBase(emptyMarker, 3)
 	setBase(emptyData, 4)
 	serveFetches(t, src, 11, first, emptyMarker, emptyData, last)
@@ -106,13 +108,13 @@ func TestMirrorEmptyBatchesAreGaps(t *testing.T) {
 	run := startMirror(t, src, dst, "t", 1, true)
 	cl := dst.Client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"t": {0: kgo.NewOffset().AtStart()}}))
 	want := map[int64]string{}
-	for _, b := range []rawBatch{first, last} {
-		recs, err := b.records()
+	for _, b := range []recordbatch.Batch{first, last} {
+		recs, err := b.Records()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range recs {
-			want[b.baseOffset()+int64(r.OffsetDelta)] = string(r.Value)
+			want[b.BaseOffset()+int64(r.OffsetDelta)] = string(r.Value)
 		}
 	}
 	got := map[int64]string{}
@@ -137,6 +139,6 @@ func TestMirrorEmptyBatchesAreGaps(t *testing.T) {
 }
 
 // setBase moves a batch to another base offset (outside the CRC).
-func setBase(b rawBatch, base int64) {
-	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(base))
+func setBase(b recordbatch.Batch, base int64) {
+	binary.BigEndian.PutUint64(b[recordbatch.OffBaseOffset:], uint64(base))
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // Whether a destination partition is a prefix of its source (judgeDestination, on the real
@@ -221,7 +223,7 @@ func (p partitionProbe) lastData(from, end int64) (int64, bool, error) {
 		lo := max(from, end-window)
 		last := int64(-1)
 		_, err := readRange(p.ctx, p.dst, p.topic, p.partition, lo, end, func(at int64, c offsetContent) {
-			if c.kind == kindData || c.kind == kindTxnData {
+			if c.kind == recordbatch.Data || c.kind == recordbatch.TxnData {
 				last = at
 			}
 		})
@@ -233,7 +235,7 @@ func (p partitionProbe) lastData(from, end int64) (int64, bool, error) {
 
 // offsetContent is what one offset holds, as far as consumers can tell.
 type offsetContent struct {
-	kind      batchKind
+	kind      recordbatch.Kind
 	gap       bool // no record: a compaction hole or a lone marker's neighbour
 	gone      bool // below the log start: nothing left to compare
 	record    kmsg.Record
@@ -241,14 +243,14 @@ type offsetContent struct {
 }
 
 func (a offsetContent) equal(b offsetContent) bool {
-	if a.gap || b.gap || a.kind == kindAbort || b.kind == kindAbort {
+	if a.gap || b.gap || a.kind == recordbatch.Abort || b.kind == recordbatch.Abort {
 		// A source gap is an abort marker on the destination; both are invisible.
-		return (a.gap || a.kind == kindAbort) && (b.gap || b.kind == kindAbort)
+		return (a.gap || a.kind == recordbatch.Abort) && (b.gap || b.kind == recordbatch.Abort)
 	}
 	if a.kind != b.kind {
 		return false
 	}
-	if a.kind == kindCommit {
+	if a.kind == recordbatch.Commit {
 		return true // the destination's coordinator stamps the marker with its own time
 	}
 	return a.timestamp == b.timestamp && bytes.Equal(a.record.Key, b.record.Key) && bytes.Equal(a.record.Value, b.record.Value) &&
@@ -283,14 +285,14 @@ func readRange(ctx context.Context, c cluster, topic string, partition int32, fr
 		}
 		at := next
 		for _, b := range f.batches {
-			if b.lastOffset() < next || b.baseOffset() >= end {
+			if b.LastOffset() < next || b.BaseOffset() >= end {
 				continue
 			}
-			kind, err := b.kind()
+			kind, err := b.Kind()
 			if err != nil {
 				return false, err
 			}
-			recs, err := b.records()
+			recs, err := b.Records()
 			if err != nil {
 				return false, err
 			}
@@ -299,11 +301,11 @@ func readRange(ctx context.Context, c cluster, topic string, partition int32, fr
 				return false, err
 			}
 			for _, rec := range recs {
-				if o := b.baseOffset() + int64(rec.OffsetDelta); o >= next && o < end {
+				if o := b.BaseOffset() + int64(rec.OffsetDelta); o >= next && o < end {
 					fn(o, offsetContent{kind: kind, record: rec, timestamp: hdr.FirstTimestamp + rec.TimestampDelta64})
 				}
 			}
-			next = b.lastOffset() + 1
+			next = b.LastOffset() + 1
 		}
 		if next == at {
 			break // nothing more below the high watermark

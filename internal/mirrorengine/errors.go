@@ -6,6 +6,8 @@ import (
 	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // OffsetMismatchError means the destination assigned a record (or marker) another offset
@@ -117,19 +119,6 @@ func (e *SourceChangedError) Error() string {
 	return fmt.Sprintf("the source %s is %q, not %q as when mirroring started: the source changed and mirroring of it stopped", e.What, e.Actual, e.Expected)
 }
 
-// CorruptBatchError means a source record batch cannot be decoded: a wrong CRC,
-// impossible framing, offsets or counts, or a payload that does not decompress (or
-// decompresses past the worker's bound). Fetching again returns the same bytes, so the
-// partition fails at the batch instead of retrying; the other partitions keep mirroring.
-type CorruptBatchError struct {
-	Offset int64 // the batch's base offset, as the source reports it
-	Reason string
-}
-
-func (e *CorruptBatchError) Error() string {
-	return fmt.Sprintf("corrupt source record batch at offset %d: %s; mirroring of this partition stopped there", e.Offset, e.Reason)
-}
-
 // AuthorizationError wraps a broker's authorization failure with what was attempted.
 type AuthorizationError struct {
 	Cluster string
@@ -210,7 +199,7 @@ func needsOperator(err error) bool {
 		unknown  *UnknownTopicError
 		count    *PartitionCountMismatchError
 		changed  *SourceChangedError
-		corrupt  *CorruptBatchError
+		corrupt  *recordbatch.CorruptError
 		aborted  *CoordinatorAbortError
 		last     *LastEntryMismatchError
 	)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // TestClassify pins who deals with each kind of data path error.
@@ -26,7 +28,7 @@ func TestClassify(t *testing.T) {
 		{"a broker refusing the records", kerr.InvalidRecord, runnerRetries},
 		{"a missing ACL", authErr("destination", "write to t", kerr.TopicAuthorizationFailed), runnerRetries},
 		{"a foreign write", &OffsetMismatchError{Topic: "t", Expected: 5, Actual: 6}, operatorActs},
-		{"a corrupt batch", fmt.Errorf("session: %w", &CorruptBatchError{Offset: 3, Reason: "crc"}), operatorActs},
+		{"a corrupt batch", fmt.Errorf("session: %w", &recordbatch.CorruptError{Offset: 3, Reason: "crc"}), operatorActs},
 		{"a batch too large", &BatchTooLargeError{Offset: 1, Size: 10, MaxMessageBytes: 5}, operatorActs},
 		{"a source truncated", &SourceTruncatedError{}, operatorActs},
 		{"a changed source", &SourceChangedError{What: "cluster id"}, operatorActs},

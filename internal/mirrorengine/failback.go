@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // txnIDPrefix starts every destination transactional id the data path uses.
@@ -112,7 +114,7 @@ func (s *session) checkLastEntry(ctx context.Context, at int64) error {
 	if err != nil || src.gap || src.gone || src.equal(dst) {
 		return err
 	}
-	if dst.kind == kindAbort {
+	if dst.kind == recordbatch.Abort {
 		return &CoordinatorAbortError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String()}
 	}
 	return &LastEntryMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String(), Destination: dst.kind.String()}

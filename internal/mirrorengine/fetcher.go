@@ -474,7 +474,7 @@ func (fd *feed) add(r fetchResult) {
 	if r.err != nil {
 		fd.failed = true
 	} else if n := len(r.f.batches); n > 0 {
-		fd.offset = r.f.batches[n-1].lastOffset() + 1
+		fd.offset = r.f.batches[n-1].LastOffset() + 1
 	}
 	if l := len(fd.buf); l > 0 && r.err == nil && len(r.f.batches) == 0 && fd.buf[l-1].err == nil && len(fd.buf[l-1].f.batches) == 0 {
 		fd.buf[l-1] = r

@@ -386,10 +386,10 @@ func readFeed(t *testing.T, fd *feed, offset, end int64) int {
 			t.Fatalf("reading %s[%d] at %d (end %d): %v", fd.topic, fd.partition, offset, end, err)
 		}
 		for _, b := range f.batches {
-			if b.baseOffset() != offset {
-				t.Fatalf("%s[%d]: a batch at %d, want %d", fd.topic, fd.partition, b.baseOffset(), offset)
+			if b.BaseOffset() != offset {
+				t.Fatalf("%s[%d]: a batch at %d, want %d", fd.topic, fd.partition, b.BaseOffset(), offset)
 			}
-			offset = b.lastOffset() + 1
+			offset = b.LastOffset() + 1
 			largest = max(largest, len(b))
 		}
 	}

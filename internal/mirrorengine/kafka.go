@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // cluster is one side of a mirror: a client and the role it plays, for error messages.
@@ -73,7 +74,7 @@ func (c cluster) metadata(ctx context.Context, topic string, partition int32) (t
 
 // fetched is one partition's part of a fetch response.
 type fetched struct {
-	batches          []rawBatch
+	batches          []recordbatch.Batch
 	highWatermark    int64
 	lastStableOffset int64
 	logStartOffset   int64
@@ -153,7 +154,7 @@ func (c cluster) fetchedPartition(topic string, offset int64, p *kmsg.FetchRespo
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 		return fetched{}, authErr(c.name, "fetch from "+topic, err)
 	}
-	batches, err := splitBatches(p.RecordBatches)
+	batches, err := recordbatch.Split(p.RecordBatches)
 	if err != nil {
 		return fetched{}, fmt.Errorf("%s %s[%d] at offset %d: %w", c.name, topic, p.Partition, offset, err)
 	}
@@ -346,7 +347,7 @@ func (c cluster) topicConfig(ctx context.Context, topic string) (destTopic, erro
 
 // initProducerID asks for a producer id: idempotent when txnID is nil, otherwise the
 // transactional id's (fencing any earlier instance of it).
-func (c cluster) initProducerID(ctx context.Context, txnID *string, timeoutMillis int32) (producerIdentity, error) {
+func (c cluster) initProducerID(ctx context.Context, txnID *string, timeoutMillis int32) (recordbatch.Producer, error) {
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionalID = txnID
 	req.TransactionTimeoutMillis = timeoutMillis
@@ -360,16 +361,16 @@ func (c cluster) initProducerID(ctx context.Context, txnID *string, timeoutMilli
 		return err
 	})
 	if err != nil {
-		return producerIdentity{}, authErr(c.name, "initialize a producer id", err)
+		return recordbatch.Producer{}, authErr(c.name, "initialize a producer id", err)
 	}
-	return producerIdentity{id: resp.ProducerID, epoch: resp.ProducerEpoch}, nil
+	return recordbatch.Producer{ID: resp.ProducerID, Epoch: resp.ProducerEpoch}, nil
 }
 
-func (c cluster) addPartitionToTxn(ctx context.Context, txnID string, p producerIdentity, topic string, partition int32) error {
+func (c cluster) addPartitionToTxn(ctx context.Context, txnID string, p recordbatch.Producer, topic string, partition int32) error {
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.TransactionalID = txnID
-	req.ProducerID = p.id
-	req.ProducerEpoch = p.epoch
+	req.ProducerID = p.ID
+	req.ProducerEpoch = p.Epoch
 	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
 	rt.Topic = topic
 	rt.Partitions = []int32{partition}
@@ -396,11 +397,11 @@ func (c cluster) addPartitionToTxn(ctx context.Context, txnID string, p producer
 }
 
 // endTxn commits or aborts; EndTxn v5+ (KIP-890) bumps the epoch, which is returned.
-func (c cluster) endTxn(ctx context.Context, txnID string, p producerIdentity, commit bool) (producerIdentity, error) {
+func (c cluster) endTxn(ctx context.Context, txnID string, p recordbatch.Producer, commit bool) (recordbatch.Producer, error) {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID = txnID
-	req.ProducerID = p.id
-	req.ProducerEpoch = p.epoch
+	req.ProducerID = p.ID
+	req.ProducerEpoch = p.Epoch
 	req.Commit = commit
 	var resp *kmsg.EndTxnResponse
 	err := retryConcurrentTxn(ctx, func() (err error) {
@@ -413,7 +414,7 @@ func (c cluster) endTxn(ctx context.Context, txnID string, p producerIdentity, c
 		return p, authErr(c.name, "end transaction "+txnID, err)
 	}
 	if resp.Version >= 5 && resp.ProducerID >= 0 {
-		return producerIdentity{id: resp.ProducerID, epoch: resp.ProducerEpoch}, nil
+		return recordbatch.Producer{ID: resp.ProducerID, Epoch: resp.ProducerEpoch}, nil
 	}
 	return p, nil
 }

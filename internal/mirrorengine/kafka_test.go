@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 func TestMain(m *testing.M) { kafkatest.Main(m) }
@@ -90,8 +91,8 @@ func TestKafkaMirrorPlainAndEveryCodec(t *testing.T) {
 				t.Fatalf("%s: %d source batches, %d destination batches", name, len(s), len(d))
 			}
 			for i := range s {
-				if !bytes.Equal(s[i][batchHeaderLen:], d[i][batchHeaderLen:]) || s[i].codec() != d[i].codec() {
-					t.Fatalf("%s: batch %d at offset %d differs in codec or payload bytes", name, i, s[i].baseOffset())
+				if !bytes.Equal(s[i][recordbatch.HeaderLen:], d[i][recordbatch.HeaderLen:]) || s[i].Codec() != d[i].Codec() {
+					t.Fatalf("%s: batch %d at offset %d differs in codec or payload bytes", name, i, s[i].BaseOffset())
 				}
 			}
 		}
@@ -191,7 +192,7 @@ func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 		stopCleaning(t, src, topic, 2)
 		empty := 0
 		for _, b := range rawBatches(t, src, topic, 0) {
-			if b.recordCount() == 0 {
+			if b.RecordCount() == 0 {
 				empty++
 			}
 		}
@@ -222,7 +223,7 @@ func waitCleaned(t *testing.T, c *kafkatest.Cluster, prod *kgo.Client, topic str
 				t.Logf("reading %s[%d]: %v", topic, p, err)
 			}
 			for _, b := range batches {
-				if !b.contiguous() {
+				if !b.Contiguous() {
 					cleaned++
 					break
 				}
@@ -265,7 +266,7 @@ func stopCleaning(t *testing.T, c *kafkatest.Cluster, topic string, partitions i
 				return err.Error()
 			}
 			for _, rb := range batches {
-				fmt.Fprintf(&b, "%d-%d:%d ", rb.baseOffset(), rb.lastOffset(), rb.recordCount())
+				fmt.Fprintf(&b, "%d-%d:%d ", rb.BaseOffset(), rb.LastOffset(), rb.RecordCount())
 			}
 		}
 		return b.String()
@@ -342,8 +343,8 @@ func TestKafkaMirrorDestinationRecompresses(t *testing.T) {
 		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
 		run.stop(t)
 		for _, b := range rawBatches(t, dst, topic, 0) {
-			if b.codec() != 1 {
-				t.Fatalf("destination batch at %d has codec %d, want gzip (1): the broker did not recompress", b.baseOffset(), b.codec())
+			if b.Codec() != 1 {
+				t.Fatalf("destination batch at %d has codec %d, want gzip (1): the broker did not recompress", b.BaseOffset(), b.Codec())
 			}
 		}
 	})

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // PartitionConfig says which partition to mirror and how.
@@ -229,7 +231,7 @@ type session struct {
 
 	txnTimeout time.Duration // of replayed transactions: the configured one, capped by the destination's maximum
 
-	idem     producerIdentity
+	idem     recordbatch.Producer
 	txns     map[int64]*replayTxn // by source producer id
 	gaps     []*replayTxn         // write lone markers; gaps[i] has suffix gapSuffix(i), nil until used
 	pending  []*inflight
@@ -256,7 +258,7 @@ func (s *session) txnOpen() bool {
 // transactions on this partition.
 type replayTxn struct {
 	id       string
-	producer producerIdentity
+	producer recordbatch.Producer
 	open     bool
 }
 
@@ -389,7 +391,7 @@ func (s *session) prepare(ctx context.Context) error {
 		*p = Progress{SourceLogStart: srcStart, SourceHighWatermark: srcEnd, DestinationEnd: dstEnd}
 		m.ceiling, m.ceilingSince = dstEnd, began
 	})
-	if s.idem.id < 0 {
+	if s.idem.ID < 0 {
 		id := s.txnPrefix() + dataTxnSuffix
 		if s.idem, err = m.dst.initProducerID(ctx, &id, int32(s.txnTimeout.Milliseconds())); err != nil {
 			return err
@@ -465,7 +467,7 @@ func gapIndex(suffix string) int {
 // it lands — never appended twice (ProducerStateManager). Otherwise the session bumps its
 // epoch (InitProducerId), and the partition rejects the old epoch once the new one landed.
 func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.DescribedProducer, error) {
-	s.idem = producerIdentity{id: -1}
+	s.idem = recordbatch.Producer{ID: -1}
 	adm := s.m.dst.adm
 	listed, err := adm.ListTransactions(ctx, nil, nil)
 	if err != nil {
@@ -504,7 +506,7 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 		case "Dead":
 			continue
 		}
-		t := &replayTxn{id: d.TxnID, producer: producerIdentity{id: d.ProducerID, epoch: d.ProducerEpoch}}
+		t := &replayTxn{id: d.TxnID, producer: recordbatch.Producer{ID: d.ProducerID, Epoch: d.ProducerEpoch}}
 		if _, ok := d.Topics[s.cfg.Topic][s.cfg.Partition]; ok && d.State == "Ongoing" {
 			t.open = true
 		}
@@ -518,7 +520,7 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 			// the partition has it.
 			if known {
 				s.idem = t.producer
-				s.idem.sequence = nextSequence(p.LastSequence, 1)
+				s.idem.Sequence = nextSequence(p.LastSequence, 1)
 			}
 			continue
 		default:
@@ -531,7 +533,7 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 		if known && (p.CurrentTxnStartOffset >= 0 || !bumps) {
 			// The producer's sequence continues, unless its epoch was bumped at the last
 			// EndTxn (KIP-890) and it has written nothing on this partition since.
-			t.producer.sequence = nextSequence(p.LastSequence, 1)
+			t.producer.Sequence = nextSequence(p.LastSequence, 1)
 		}
 	}
 	return producers, nil
@@ -596,7 +598,7 @@ func (s *session) step(ctx context.Context) error {
 	copied := false
 	for _, w := range p.writes {
 		if w.batch != nil {
-			lastEpoch, copied = w.batch.leaderEpoch(), true
+			lastEpoch, copied = w.batch.LeaderEpoch(), true
 		}
 	}
 	for _, w := range p.writes {
@@ -664,7 +666,7 @@ func (s *session) execute(ctx context.Context, w write) error {
 
 // encode returns a forward or run write's batch; a re-encoded run must fit the destination
 // as its source batch did.
-func (s *session) encode(w write, as producerIdentity) ([]byte, error) {
+func (s *session) encode(w write, as recordbatch.Producer) ([]byte, error) {
 	batch, err := w.encode(as)
 	if limit := s.dstTopic.maxMessageBytes; err == nil && limit > 0 && len(batch) > limit {
 		return nil, &BatchTooLargeError{Offset: w.at, Size: len(batch), MaxMessageBytes: limit}
@@ -718,7 +720,7 @@ func (s *session) sendFiller(ctx context.Context, n int64) error {
 		if err != nil {
 			return err
 		}
-		size := rawBatch(batch).recordCount()
+		size := recordbatch.Batch(batch).RecordCount()
 		if err := s.sendIdempotent(ctx, batch, size); err != nil {
 			return err
 		}
@@ -737,7 +739,7 @@ func (s *session) fillerFor(n int64) ([]byte, error) {
 	}
 	for {
 		size := int(min(n, int64(m.fillerRecords)))
-		batch, err := fillerBatch(size, s.fillerKey, codec, time.Now().UnixMilli(), s.idem)
+		batch, err := recordbatch.Filler(size, s.fillerKey, codec, time.Now().UnixMilli(), s.idem)
 		if err != nil {
 			return nil, err
 		}
@@ -755,11 +757,11 @@ func (s *session) fillerFor(n int64) ([]byte, error) {
 // sendIdempotent pipelines a batch produced with the session's idempotent producer id:
 // the broker deduplicates and orders by sequence, so several requests may be in flight.
 func (s *session) sendIdempotent(ctx context.Context, batch []byte, records int32) error {
-	first := s.idem.sequence == 0
+	first := s.idem.Sequence == 0
 	if err := s.send(ctx, batch, records, nil); err != nil {
 		return err
 	}
-	s.idem.sequence = nextSequence(s.idem.sequence, records)
+	s.idem.Sequence = nextSequence(s.idem.Sequence, records)
 	if first {
 		// A broker accepts any sequence as a new producer id's first batch on a partition
 		// that has data (KIP-360): a later batch overtaking the first would be appended at
@@ -774,7 +776,7 @@ func (s *session) sendTxn(ctx context.Context, t *replayTxn, batch []byte, recor
 	if err := s.send(ctx, batch, records, &t.id); err != nil {
 		return err
 	}
-	t.producer.sequence = nextSequence(t.producer.sequence, records)
+	t.producer.Sequence = nextSequence(t.producer.Sequence, records)
 	return s.flush()
 }
 
@@ -816,7 +818,7 @@ func (s *session) check(p *inflight, r produced) error {
 		// Forwarded batches were checked against max.message.bytes: this one grew when the
 		// broker recompressed it to the topic's compression.type.
 		tooLarge := &BatchTooLargeError{Offset: p.expected, Size: len(p.batch), MaxMessageBytes: s.dstTopic.maxMessageBytes}
-		if !s.dstTopic.keeps(rawBatch(p.batch).codec()) {
+		if !s.dstTopic.keeps(recordbatch.Batch(p.batch).Codec()) {
 			tooLarge.Compression = s.dstTopic.compression
 		}
 		return tooLarge
@@ -894,10 +896,10 @@ func (s *session) finishTxn(ctx context.Context, t *replayTxn, commit bool) erro
 	if err != nil {
 		return err
 	}
-	if p.epoch != t.producer.epoch || p.id != t.producer.id {
-		p.sequence = 0 // a new epoch starts its sequences over
+	if p.Epoch != t.producer.Epoch || p.ID != t.producer.ID {
+		p.Sequence = 0 // a new epoch starts its sequences over
 	} else {
-		p.sequence = t.producer.sequence
+		p.Sequence = t.producer.Sequence
 	}
 	t.producer, t.open = p, false
 	return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 const waitIdentical = 60 * time.Second
@@ -171,10 +172,10 @@ func TestMirrorCompressedBatchesAreNotRecompressed(t *testing.T) {
 		}
 		for i := range srcBatches {
 			s, d := srcBatches[i], dstBatches[i]
-			if s.codec() == 0 || d.codec() != s.codec() {
-				t.Fatalf("batch %d: source codec %d, destination codec %d", i, s.codec(), d.codec())
+			if s.Codec() == 0 || d.Codec() != s.Codec() {
+				t.Fatalf("batch %d: source codec %d, destination codec %d", i, s.Codec(), d.Codec())
 			}
-			if !bytes.Equal(s[batchHeaderLen:], d[batchHeaderLen:]) {
+			if !bytes.Equal(s[recordbatch.HeaderLen:], d[recordbatch.HeaderLen:]) {
 				t.Fatalf("batch %d: destination payload differs from the source's compressed bytes", i)
 			}
 		}
@@ -182,7 +183,7 @@ func TestMirrorCompressedBatchesAreNotRecompressed(t *testing.T) {
 }
 
 // rawBatches reads a whole partition's batches as stored.
-func rawBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int32) []rawBatch {
+func rawBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int32) []recordbatch.Batch {
 	t.Helper()
 	out, err := readBatches(t, c, topic, partition)
 	if err != nil {
@@ -192,7 +193,7 @@ func rawBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int3
 }
 
 // readBatches is rawBatches for callers that poll: it returns the error.
-func readBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int32) ([]rawBatch, error) {
+func readBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int32) ([]recordbatch.Batch, error) {
 	t.Helper()
 	ctx := context.Background()
 	cl := newCluster("test", c.Client(t))
@@ -204,16 +205,16 @@ func readBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int
 	if err != nil {
 		return nil, err
 	}
-	var out []rawBatch
+	var out []recordbatch.Batch
 	for off := start; off < end; {
 		f, err := cl.fetch(ctx, meta, topic, partition, off, 1<<20)
 		if err != nil {
 			return nil, err
 		}
 		for _, b := range f.batches {
-			if b.lastOffset() >= off {
+			if b.LastOffset() >= off {
 				out = append(out, b)
-				off = b.lastOffset() + 1
+				off = b.LastOffset() + 1
 			}
 		}
 	}
@@ -274,7 +275,7 @@ func advanceSource(t *testing.T, c *kafkatest.Cluster, topic string, n int64) {
 	for written := int64(0); written < n; {
 		size := min(n-written, fillerBatchRecords)
 		if batches[size] == nil {
-			b, err := fillerBatch(int(size), nil, 4, time.Now().UnixMilli(), producerIdentity{id: -1, epoch: -1, sequence: -1})
+			b, err := recordbatch.Filler(int(size), nil, 4, time.Now().UnixMilli(), recordbatch.Producer{ID: -1, Epoch: -1, Sequence: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -307,7 +308,7 @@ func TestMirrorCompactedSourceWithHoles(t *testing.T) {
 	src.Fake().Compact()
 	holes := false
 	for _, b := range rawBatches(t, src, "compacted", 0) {
-		holes = holes || !b.contiguous()
+		holes = holes || !b.Contiguous()
 	}
 	if !holes {
 		t.Fatal("compaction left no batch with holes; the scenario does not test what it should")
@@ -941,4 +942,17 @@ func TestMirrorDrainStopsAtTransactionBoundary(t *testing.T) {
 	}
 	// It returned after copying the commit marker, not before.
 	kafkatest.WaitIdentical(t, src, dst, "drain", waitIdentical)
+}
+
+func TestNextSequenceWraps(t *testing.T) {
+	for _, tc := range []struct{ seq, n, want int32 }{
+		{0, 5, 5},
+		{2147483647 - 2, 2, 2147483647},
+		{2147483647 - 2, 3, 0},
+		{2147483647, 10, 9},
+	} {
+		if got := nextSequence(tc.seq, tc.n); got != tc.want {
+			t.Errorf("nextSequence(%d, %d) = %d, want %d", tc.seq, tc.n, got, tc.want)
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // The data path's decisions, free of I/O: what one fetch answer means for the destination.
@@ -32,21 +34,21 @@ func (k writeKind) String() string {
 type write struct {
 	kind   writeKind
 	at, n  int64
-	batch  rawBatch // forward, run and markers: the source batch
-	run    run      // run: its records
-	txn    bool     // forward and run: data of a source transaction
-	pid    int64    // transaction data and markers: the source producer id
-	commit bool     // markers
+	batch  recordbatch.Batch // forward, run and markers: the source batch
+	run    recordbatch.Run   // run: its records
+	txn    bool              // forward and run: data of a source transaction
+	pid    int64             // transaction data and markers: the source producer id
+	commit bool              // markers
 }
 
 // encode returns the batch to produce for a forward or run write.
-func (w write) encode(as producerIdentity) ([]byte, error) {
+func (w write) encode(as recordbatch.Producer) ([]byte, error) {
 	if w.kind == writeRun {
-		return reencodeRun(w.batch, w.run, as, w.txn)
+		return recordbatch.ReencodeRun(w.batch, w.run, as, w.txn)
 	}
 	// In place: a fetch answer is read into a buffer of its own, and a forwarded batch is
 	// not read again once encoded (its leader epoch is taken before).
-	return rewriteBatch(w.batch, as, w.txn), nil
+	return recordbatch.Rewrite(w.batch, as, w.txn), nil
 }
 
 type planInput struct {
@@ -138,25 +140,25 @@ func (p *planner) fill(to int64) {
 	}
 }
 
-func (p *planner) batch(b rawBatch) error {
-	if b.lastOffset() < p.next {
+func (p *planner) batch(b recordbatch.Batch) error {
+	if b.LastOffset() < p.next {
 		return nil // on the destination already (a fetch starts at the batch holding its offset)
 	}
-	kind, err := b.kind()
+	kind, err := b.Kind()
 	if err != nil {
 		return err
 	}
-	txn := kind == kindTxnData
-	pid := b.producerID()
+	txn := kind == recordbatch.TxnData
+	pid := b.ProducerID()
 	switch kind {
-	case kindEmpty:
+	case recordbatch.Empty:
 		// The cleaner keeps an emptied batch for its producer state (LogCleaner,
 		// MemoryRecords.filterTo): its whole range is a gap.
-		p.fill(b.lastOffset() + 1)
+		p.fill(b.LastOffset() + 1)
 		return nil
-	case kindCommit, kindAbort:
-		p.fill(b.baseOffset())
-		commit := kind == kindCommit
+	case recordbatch.Commit, recordbatch.Abort:
+		p.fill(b.BaseOffset())
+		commit := kind == recordbatch.Commit
 		if p.open[pid] {
 			delete(p.open, pid)
 			p.add(write{kind: writeEndTxn, n: 1, batch: b, pid: pid, commit: commit})
@@ -167,39 +169,39 @@ func (p *planner) batch(b rawBatch) error {
 		}
 		return nil
 	}
-	if b.contiguous() {
-		if b.baseOffset() < p.next {
+	if b.Contiguous() {
+		if b.BaseOffset() < p.next {
 			// Contiguous batches are only ever written whole.
-			return fmt.Errorf("%w: source batch %d-%d starts below the destination end %d", errInvariant, b.baseOffset(), b.lastOffset(), p.next)
+			return fmt.Errorf("%w: source batch %d-%d starts below the destination end %d", errInvariant, b.BaseOffset(), b.LastOffset(), p.next)
 		}
 		if p.maxSize > 0 && len(b) > p.maxSize {
 			// A broker checks the size of the batch it receives before anything else
 			// (UnifiedLog.analyzeAndValidateRecords): splitting it would move offsets.
-			return &BatchTooLargeError{Offset: b.baseOffset(), Size: len(b), MaxMessageBytes: p.maxSize}
+			return &BatchTooLargeError{Offset: b.BaseOffset(), Size: len(b), MaxMessageBytes: p.maxSize}
 		}
-		p.fill(b.baseOffset())
-		p.add(write{kind: writeForward, n: int64(b.recordCount()), batch: b, txn: txn, pid: pid})
+		p.fill(b.BaseOffset())
+		p.add(write{kind: writeForward, n: int64(b.RecordCount()), batch: b, txn: txn, pid: pid})
 		return nil
 	}
 	// Compacted: Apache Kafka's cleaner keeps the base and the original last offset
 	// (leading, inner and trailing holes); kfake's keeps the base and shrinks the last
 	// offset to the last record kept. Each run is re-encoded; the destination end may lie
 	// inside the batch when an earlier session wrote part of it.
-	runs, err := b.runs()
+	runs, err := b.Runs()
 	if err != nil {
 		return err
 	}
 	for _, r := range runs {
-		if skip := p.next - r.base; skip > 0 {
-			if skip >= int64(len(r.records)) {
+		if skip := p.next - r.Base; skip > 0 {
+			if skip >= int64(len(r.Records)) {
 				continue
 			}
-			r.base, r.records = p.next, r.records[skip:]
+			r.Base, r.Records = p.next, r.Records[skip:]
 		}
-		p.fill(r.base)
-		p.add(write{kind: writeRun, n: int64(len(r.records)), batch: b, run: r, txn: txn, pid: pid})
+		p.fill(r.Base)
+		p.add(write{kind: writeRun, n: int64(len(r.Records)), batch: b, run: r, txn: txn, pid: pid})
 	}
-	p.fill(b.lastOffset() + 1)
+	p.fill(b.LastOffset() + 1)
 	return nil
 }
 

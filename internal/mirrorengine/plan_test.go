@@ -12,47 +12,50 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch/batchtest"
 )
 
 // holed is a compacted source batch over offsets base..last holding records at the given
 // offsets: with last past the last record it has Apache Kafka's shape (the cleaner keeps the
 // original last offset), with last at it kfake's.
-func holed(t *testing.T, base, last int64, codec int16, pid int64, attrs int16, at ...int64) rawBatch {
+func holed(t *testing.T, base, last int64, codec int16, pid int64, attrs int16, at ...int64) recordbatch.Batch {
 	t.Helper()
-	recs := testRecords(len(at), 1)
+	recs := batchtest.Records(len(at), 1)
 	for i, off := range at {
 		recs[i].OffsetDelta = int32(off - base)
 	}
-	b := sourceBatch(t, base, codec, recs, pid, attrs)
-	binary.BigEndian.PutUint32(b[offLastOffsetDelta:], uint32(last-base))
-	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	b := batchtest.Source(t, base, codec, recs, pid, attrs)
+	binary.BigEndian.PutUint32(b[recordbatch.OffLastOffsetDelta:], uint32(last-base))
+	binary.BigEndian.PutUint32(b[recordbatch.OffCRC:], crc32.Checksum(b[recordbatch.OffAttributes:], recordbatch.Castagnoli))
 	return b
 }
 
-func data(t *testing.T, base int64, n int) rawBatch {
-	return sourceBatch(t, base, 4, testRecords(n, 1), -1, 0)
+func data(t *testing.T, base int64, n int) recordbatch.Batch {
+	return batchtest.Source(t, base, 4, batchtest.Records(n, 1), -1, 0)
 }
 
-func txnData(t *testing.T, base int64, n int, pid int64) rawBatch {
-	return sourceBatch(t, base, 0, testRecords(n, 1), pid, attrTransactional)
+func txnData(t *testing.T, base int64, n int, pid int64) recordbatch.Batch {
+	return batchtest.Source(t, base, 0, batchtest.Records(n, 1), pid, recordbatch.AttrTransactional)
 }
 
-func marker(t *testing.T, at int64, pid int64, commit bool) rawBatch {
+func marker(t *testing.T, at int64, pid int64, commit bool) recordbatch.Batch {
 	var ctype uint16
 	if commit {
 		ctype = 1
 	}
 	key := binary.BigEndian.AppendUint16([]byte{0, 0}, ctype)
-	return sourceBatch(t, at, 0, []kmsg.Record{{Key: key, Value: make([]byte, 6)}}, pid, attrControl|attrTransactional)
+	return batchtest.Source(t, at, 0, []kmsg.Record{{Key: key, Value: make([]byte, 6)}}, pid, recordbatch.AttrControl|recordbatch.AttrTransactional)
 }
 
 // emptyBatch is a batch header without records over base..last, as the cleaner keeps for a
 // producer's state.
-func emptyBatch(base, last int64, attrs int16) rawBatch {
+func emptyBatch(base, last int64, attrs int16) recordbatch.Batch {
 	b := kmsg.RecordBatch{FirstOffset: base, PartitionLeaderEpoch: -1, Magic: 2, Attributes: attrs,
 		LastOffsetDelta: int32(last - base), ProducerID: 7, ProducerEpoch: 1, FirstSequence: 0}
 	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[offBatchLength:], uint32(len(raw)-offBatchLength-4))
+	binary.BigEndian.PutUint32(raw[recordbatch.OffBatchLength:], uint32(len(raw)-recordbatch.OffBatchLength-4))
 	return raw
 }
 
@@ -78,78 +81,78 @@ func TestPlanFetch(t *testing.T) {
 		open    map[int64]bool
 		maxSize int
 		hw      int64
-		batches []rawBatch
+		batches []recordbatch.Batch
 		want    []string
 		retry   time.Duration
 		err     string
 	}{
 		{
 			name:    "contiguous batches are forwarded",
-			batches: []rawBatch{data(t, 0, 3), data(t, 3, 2)},
+			batches: []recordbatch.Batch{data(t, 0, 3), data(t, 3, 2)},
 			want:    []string{"forward@0+3", "forward@3+2"},
 		},
 		{
 			name:    "a gap before the first batch received is filled",
 			next:    4,
-			batches: []rawBatch{data(t, 10, 2)},
+			batches: []recordbatch.Batch{data(t, 10, 2)},
 			want:    []string{"gap@4+6", "forward@10+2"},
 		},
 		{
 			name:    "a batch the destination already holds is skipped",
 			next:    5,
-			batches: []rawBatch{data(t, 0, 5), data(t, 5, 1)},
+			batches: []recordbatch.Batch{data(t, 0, 5), data(t, 5, 1)},
 			want:    []string{"forward@5+1"},
 		},
 		{
 			name:    "kfake's compaction: last offset shrunk to the last record",
 			next:    20,
-			batches: []rawBatch{holed(t, 20, 27, 0, -1, 0, 20, 21, 25, 27), data(t, 30, 1)},
+			batches: []recordbatch.Batch{holed(t, 20, 27, 0, -1, 0, 20, 21, 25, 27), data(t, 30, 1)},
 			want:    []string{"run@20+2", "gap@22+3", "run@25+1", "gap@26+1", "run@27+1", "gap@28+2", "forward@30+1"},
 		},
 		{
 			name:    "Apache Kafka's compaction: leading, inner and trailing holes",
-			batches: []rawBatch{holed(t, 0, 9, 1, -1, 0, 3, 4, 8), data(t, 10, 1)},
+			batches: []recordbatch.Batch{holed(t, 0, 9, 1, -1, 0, 3, 4, 8), data(t, 10, 1)},
 			want:    []string{"gap@0+3", "run@3+2", "gap@5+3", "run@8+1", "gap@9+1", "forward@10+1"},
 		},
 		{
 			name:    "a trailing hole in the last batch received is filled to the batch's end",
-			batches: []rawBatch{holed(t, 0, 9, 2, -1, 0, 0, 1, 2, 3, 4)},
+			batches: []recordbatch.Batch{holed(t, 0, 9, 2, -1, 0, 0, 1, 2, 3, 4)},
 			want:    []string{"run@0+5", "gap@5+5"},
 		},
 		{
 			name:    "the destination ends in a batch's trailing hole (an earlier session)",
 			next:    5,
-			batches: []rawBatch{holed(t, 0, 9, 3, -1, 0, 0, 1, 2, 3, 4)},
+			batches: []recordbatch.Batch{holed(t, 0, 9, 3, -1, 0, 0, 1, 2, 3, 4)},
 			want:    []string{"gap@5+5"},
 		},
 		{
 			name:    "the destination ends inside a re-encoded run (an earlier session)",
 			next:    4,
-			batches: []rawBatch{holed(t, 0, 9, 4, -1, 0, 3, 4, 8)},
+			batches: []recordbatch.Batch{holed(t, 0, 9, 4, -1, 0, 3, 4, 8)},
 			want:    []string{"run@4+1", "gap@5+3", "run@8+1", "gap@9+1"},
 		},
 		{
 			name:    "the source log start in a batch's leading hole",
 			alignTo: 2,
-			batches: []rawBatch{holed(t, 0, 9, 1, -1, 0, 3, 4, 8)},
+			batches: []recordbatch.Batch{holed(t, 0, 9, 1, -1, 0, 3, 4, 8)},
 			want:    []string{"filler@0+2", "gap@2+1", "run@3+2", "gap@5+3", "run@8+1", "gap@9+1"},
 		},
 		{
 			name:    "the source log start at the base of a batch with a leading hole (kfake)",
 			alignTo: 725,
-			batches: []rawBatch{holed(t, 725, 733, 1, -1, 0, 730, 733)},
+			batches: []recordbatch.Batch{holed(t, 725, 733, 1, -1, 0, 730, 733)},
 			want:    []string{"filler@0+725", "gap@725+5", "run@730+1", "gap@731+2", "run@733+1"},
 		},
 		{
 			name:    "the source log start inside a run: the run is written whole, then deleted below",
 			alignTo: 4,
-			batches: []rawBatch{holed(t, 0, 9, 1, -1, 0, 3, 4, 8)},
+			batches: []recordbatch.Batch{holed(t, 0, 9, 1, -1, 0, 3, 4, 8)},
 			want:    []string{"filler@0+3", "run@3+2", "gap@5+3", "run@8+1", "gap@9+1"},
 		},
 		{
 			name:    "the source log start inside a contiguous batch: forwarded whole",
 			alignTo: 105,
-			batches: []rawBatch{data(t, 100, 10)},
+			batches: []recordbatch.Batch{data(t, 100, 10)},
 			want:    []string{"filler@0+100", "forward@100+10"},
 		},
 		{
@@ -157,7 +160,7 @@ func TestPlanFetch(t *testing.T) {
 			next:    10,
 			alignTo: 20,
 			open:    map[int64]bool{9: true, 7: true, 3: false},
-			batches: []rawBatch{data(t, 20, 2)},
+			batches: []recordbatch.Batch{data(t, 20, 2)},
 			want:    []string{"end transaction abort@10+1", "end transaction abort@11+1", "filler@12+8", "forward@20+2"},
 		},
 		{
@@ -165,7 +168,7 @@ func TestPlanFetch(t *testing.T) {
 			next:    10,
 			alignTo: 11,
 			open:    map[int64]bool{9: true, 7: true},
-			batches: []rawBatch{txnData(t, 11, 2, 9)},
+			batches: []recordbatch.Batch{txnData(t, 11, 2, 9)},
 			want:    []string{"end transaction abort@10+1", "forward txn@11+2"},
 		},
 		{
@@ -173,19 +176,19 @@ func TestPlanFetch(t *testing.T) {
 			next:    10,
 			alignTo: 20,
 			open:    map[int64]bool{9: false},
-			batches: []rawBatch{txnData(t, 20, 2, 9), marker(t, 22, 9, true)},
+			batches: []recordbatch.Batch{txnData(t, 20, 2, 9), marker(t, 22, 9, true)},
 			want:    []string{"filler@10+10", "forward txn@20+2", "end transaction commit@22+1"},
 		},
 		{
 			name:    "a contiguous batch starting below the destination end",
 			next:    102,
-			batches: []rawBatch{data(t, 100, 10)},
+			batches: []recordbatch.Batch{data(t, 100, 10)},
 			err:     "starts below the destination end",
 		},
 		{
 			name:    "an empty batch the cleaner kept is a gap",
 			next:    5,
-			batches: []rawBatch{emptyBatch(5, 9, attrControl|attrTransactional), data(t, 10, 1)},
+			batches: []recordbatch.Batch{emptyBatch(5, 9, recordbatch.AttrControl|recordbatch.AttrTransactional), data(t, 10, 1)},
 			want:    []string{"gap@5+5", "forward@10+1"},
 		},
 		{
@@ -207,39 +210,39 @@ func TestPlanFetch(t *testing.T) {
 		},
 		{
 			name:    "a transaction is replayed and its marker ends it; a marker of no open transaction is lone",
-			batches: []rawBatch{txnData(t, 0, 2, 7), data(t, 2, 1), marker(t, 3, 7, true), marker(t, 4, 8, false)},
+			batches: []recordbatch.Batch{txnData(t, 0, 2, 7), data(t, 2, 1), marker(t, 3, 7, true), marker(t, 4, 8, false)},
 			want:    []string{"forward txn@0+2", "forward@2+1", "end transaction commit@3+1", "lone marker abort@4+1"},
 		},
 		{
 			name:    "a transaction an earlier session opened",
 			next:    3,
 			open:    map[int64]bool{7: true, 8: false},
-			batches: []rawBatch{marker(t, 3, 7, false), marker(t, 4, 8, true)},
+			batches: []recordbatch.Batch{marker(t, 3, 7, false), marker(t, 4, 8, true)},
 			want:    []string{"end transaction abort@3+1", "lone marker commit@4+1"},
 		},
 		{
 			name:    "a compacted transactional batch",
-			batches: []rawBatch{holed(t, 0, 5, 0, 7, attrTransactional, 1, 2, 4), marker(t, 6, 7, true)},
+			batches: []recordbatch.Batch{holed(t, 0, 5, 0, 7, recordbatch.AttrTransactional, 1, 2, 4), marker(t, 6, 7, true)},
 			want:    []string{"gap@0+1", "run txn@1+2", "gap@3+1", "run txn@4+1", "gap@5+1", "end transaction commit@6+1"},
 		},
 		{
 			name:    "a batch larger than the destination's max.message.bytes fails after the writes before it",
 			next:    10,
 			maxSize: len(data(t, 12, 3)) - 1,
-			batches: []rawBatch{data(t, 10, 1), data(t, 11, 1), data(t, 12, 3), data(t, 15, 1)},
+			batches: []recordbatch.Batch{data(t, 10, 1), data(t, 11, 1), data(t, 12, 3), data(t, 15, 1)},
 			want:    []string{"forward@10+1", "forward@11+1"},
 			err:     "offset 12 is",
 		},
 		{
 			name:    "a transactional batch too large opens no transaction",
 			maxSize: len(txnData(t, 0, 2, 7)) - 1,
-			batches: []rawBatch{txnData(t, 0, 2, 7)},
+			batches: []recordbatch.Batch{txnData(t, 0, 2, 7)},
 			err:     "max.message.bytes",
 		},
 		{
 			name:    "a batch that cannot be decoded fails after the writes before it",
 			next:    10,
-			batches: []rawBatch{data(t, 10, 2), garbled, data(t, 13, 1)},
+			batches: []recordbatch.Batch{data(t, 10, 2), garbled, data(t, 13, 1)},
 			want:    []string{"forward@10+2"},
 			err:     "offset 12",
 		},
@@ -280,7 +283,7 @@ func TestPlanFetch(t *testing.T) {
 }
 
 func TestPlanFetchStartingBelowDestinationIsAnInvariant(t *testing.T) {
-	p := planFetch(planInput{next: 102, fetched: fetched{batches: []rawBatch{data(t, 100, 10)}}})
+	p := planFetch(planInput{next: 102, fetched: fetched{batches: []recordbatch.Batch{data(t, 100, 10)}}})
 	if !errors.Is(p.err, errInvariant) {
 		t.Fatalf("error %v, want the mirror invariant", p.err)
 	}
@@ -290,7 +293,7 @@ func TestPlanFetchStartingBelowDestinationIsAnInvariant(t *testing.T) {
 func TestPlanRunsKeepCodecAndRecords(t *testing.T) {
 	for codec := range int16(5) {
 		b := holed(t, 40, 49, codec, -1, 0, 42, 43, 47)
-		p := planFetch(planInput{next: 40, fetched: fetched{batches: []rawBatch{b}, highWatermark: 50}})
+		p := planFetch(planInput{next: 40, fetched: fetched{batches: []recordbatch.Batch{b}, highWatermark: 50}})
 		var runs []write
 		for _, w := range p.writes {
 			if w.kind == writeRun {
@@ -300,22 +303,22 @@ func TestPlanRunsKeepCodecAndRecords(t *testing.T) {
 		if len(runs) != 2 {
 			t.Fatalf("codec %d: %d runs", codec, len(runs))
 		}
-		src, err := b.records()
+		src, err := b.Records()
 		if err != nil {
 			t.Fatal(err)
 		}
 		i := 0
 		for _, w := range runs {
-			enc, err := w.encode(producerIdentity{id: 3, sequence: 9})
+			enc, err := w.encode(recordbatch.Producer{ID: 3, Sequence: 9})
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := rawBatch(enc)
-			checkCRC(t, out)
-			if !out.contiguous() || out.codec() != codec || int64(out.recordCount()) != w.n {
-				t.Fatalf("codec %d: run at %d re-encoded as %d records with codec %d", codec, w.at, out.recordCount(), out.codec())
+			out := recordbatch.Batch(enc)
+			batchtest.CheckCRC(t, out)
+			if !out.Contiguous() || out.Codec() != codec || int64(out.RecordCount()) != w.n {
+				t.Fatalf("codec %d: run at %d re-encoded as %d records with codec %d", codec, w.at, out.RecordCount(), out.Codec())
 			}
-			recs, err := out.records()
+			recs, err := out.Records()
 			if err != nil {
 				t.Fatal(err)
 			}

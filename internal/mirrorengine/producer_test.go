@@ -21,6 +21,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // wiredBatch is one batch of a produce request, as the destination received it.
@@ -62,7 +63,7 @@ func watchProduces(t *testing.T, c *kafkatest.Cluster, release func() bool, topi
 				continue
 			}
 			for _, rp := range rt.Partitions {
-				batches = append(batches, wiredBatch{fmt.Sprintf("%s/%d", name, rp.Partition), int32(binary.BigEndian.Uint32(rp.Records[offBaseSequence:]))})
+				batches = append(batches, wiredBatch{fmt.Sprintf("%s/%d", name, rp.Partition), int32(binary.BigEndian.Uint32(rp.Records[recordbatch.OffBaseSequence:]))})
 			}
 		}
 		if len(batches) == 0 {
@@ -142,7 +143,7 @@ func queuedPartitions(cl *kgo.Client) map[string]bool {
 
 // testPipeline is a pipeline to the leader of c's topic (every partition of a one-broker
 // cluster) and an idempotent producer id to write with.
-func testPipeline(t *testing.T, c *kafkatest.Cluster, topic string, requestsInFlight int) (*brokerProducer, topicMeta, producerIdentity) {
+func testPipeline(t *testing.T, c *kafkatest.Cluster, topic string, requestsInFlight int) (*brokerProducer, topicMeta, recordbatch.Producer) {
 	t.Helper()
 	ctx := context.Background()
 	dst := newCluster("destination", c.Client(t))
@@ -161,10 +162,10 @@ func testPipeline(t *testing.T, c *kafkatest.Cluster, topic string, requestsInFl
 	return bp, meta, idem
 }
 
-func testBatch(t *testing.T, as producerIdentity, sequence int32, value []byte) []byte {
+func testBatch(t *testing.T, as recordbatch.Producer, sequence int32, value []byte) []byte {
 	t.Helper()
-	as.sequence = sequence
-	batch, err := encodeBatch(batchSpec{producer: as}, []kmsg.Record{{Value: value}})
+	as.Sequence = sequence
+	batch, err := recordbatch.Encode(recordbatch.Spec{Producer: as}, []kmsg.Record{{Value: value}})
 	if err != nil {
 		t.Fatal(err)
 	}

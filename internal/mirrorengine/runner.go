@@ -11,6 +11,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // runner is the imperative shell around one partition's state machine: it feeds events to
@@ -231,7 +232,7 @@ func (r *runner) outcome(err error) partitionstate.Event {
 	}
 	var (
 		perm    *permanentError
-		corrupt *CorruptBatchError // PREPARING decodes batches too, comparing the two logs
+		corrupt *recordbatch.CorruptError // PREPARING decodes batches too, comparing the two logs
 	)
 	return partitionstate.Fail{Err: err.Error(), Retryable: !errors.As(err, &perm) && !errors.As(err, &corrupt), Now: time.Now()}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // stop is STOPPING, the failover: abort the replayed transactions still open (the KIP's
@@ -60,7 +61,7 @@ func (r *runner) abortOpenTxns(ctx context.Context) error {
 			if d.State != "Ongoing" {
 				continue
 			}
-			if _, err := e.dst.endTxn(ctx, d.TxnID, producerIdentity{id: d.ProducerID, epoch: d.ProducerEpoch}, false); err != nil {
+			if _, err := e.dst.endTxn(ctx, d.TxnID, recordbatch.Producer{ID: d.ProducerID, Epoch: d.ProducerEpoch}, false); err != nil {
 				return err
 			}
 			r.log.Info("aborted a replayed transaction still open at failover", "transactional_id", d.TxnID)

@@ -1,4 +1,4 @@
-package mirrorengine
+package recordbatch_test
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // The parser of bytes from outside the worker: a source broker's record batches (the
@@ -23,7 +25,7 @@ func FuzzBatches(f *testing.F) {
 		if fixCRC {
 			raw = fixCRCs(raw)
 		}
-		batches, err := splitBatches(raw)
+		batches, err := recordbatch.Split(raw)
 		if err != nil {
 			mustBeCorrupt(t, err)
 			return
@@ -37,12 +39,12 @@ func FuzzBatches(f *testing.F) {
 // fixCRCs returns raw with the CRC of every whole batch recomputed.
 func fixCRCs(raw []byte) []byte {
 	raw = bytes.Clone(raw)
-	for rest := raw; len(rest) >= batchHeaderLen; {
-		n := offBatchLength + 4 + int64(int32(binary.BigEndian.Uint32(rest[offBatchLength:])))
-		if n < batchHeaderLen || n > int64(len(rest)) {
+	for rest := raw; len(rest) >= recordbatch.HeaderLen; {
+		n := recordbatch.OffBatchLength + 4 + int64(int32(binary.BigEndian.Uint32(rest[recordbatch.OffBatchLength:])))
+		if n < recordbatch.HeaderLen || n > int64(len(rest)) {
 			break
 		}
-		binary.BigEndian.PutUint32(rest[offCRC:], crc32.Checksum(rest[offAttributes:n], castagnoli))
+		binary.BigEndian.PutUint32(rest[recordbatch.OffCRC:], crc32.Checksum(rest[recordbatch.OffAttributes:n], recordbatch.Castagnoli))
 		rest = rest[n:]
 	}
 	return raw
@@ -50,27 +52,27 @@ func fixCRCs(raw []byte) []byte {
 
 func mustBeCorrupt(t *testing.T, err error) {
 	t.Helper()
-	var c *CorruptBatchError
-	if !errors.As(err, &c) || classify(err) != operatorActs {
-		t.Fatalf("%v is not a corrupt batch error that fails the partition", err)
+	var c *recordbatch.CorruptError
+	if !errors.As(err, &c) {
+		t.Fatalf("%v is not a corrupt batch error", err)
 	}
 }
 
 // checkDecoded checks that what decodes is consistent: the kind agrees with the header,
 // the runs cover exactly the records at their offsets, and a re-encoded run decodes to the
 // same records.
-func checkDecoded(t *testing.T, b rawBatch) {
-	kind, kindErr := b.kind()
+func checkDecoded(t *testing.T, b recordbatch.Batch) {
+	kind, kindErr := b.Kind()
 	if kindErr != nil {
 		mustBeCorrupt(t, kindErr)
-		if b.attributes()&attrControl == 0 {
+		if b.Attributes()&recordbatch.AttrControl == 0 {
 			t.Fatalf("kind of a data batch failed: %v", kindErr)
 		}
-	} else if (kind == kindEmpty) != (b.recordCount() == 0) {
-		t.Fatalf("kind %v for %d records", kind, b.recordCount())
+	} else if (kind == recordbatch.Empty) != (b.RecordCount() == 0) {
+		t.Fatalf("kind %v for %d records", kind, b.RecordCount())
 	}
-	recs, err := b.records()
-	runs, runsErr := b.runs()
+	recs, err := b.Records()
+	runs, runsErr := b.Runs()
 	if err != nil {
 		mustBeCorrupt(t, err)
 		if runsErr == nil {
@@ -81,55 +83,55 @@ func checkDecoded(t *testing.T, b rawBatch) {
 	if runsErr != nil {
 		t.Fatalf("records decoded, runs did not: %v", runsErr)
 	}
-	if len(recs) != int(b.recordCount()) {
-		t.Fatalf("%d records decoded, the header says %d", len(recs), b.recordCount())
+	if len(recs) != int(b.RecordCount()) {
+		t.Fatalf("%d records decoded, the header says %d", len(recs), b.RecordCount())
 	}
 	covered := 0
 	for i, r := range runs {
-		last := r.base + int64(len(r.records)) - 1
-		if len(r.records) == 0 || r.base < b.baseOffset() || last > b.lastOffset() {
-			t.Fatalf("run %d: %d records from %d, outside %d-%d", i, len(r.records), r.base, b.baseOffset(), b.lastOffset())
+		last := r.Base + int64(len(r.Records)) - 1
+		if len(r.Records) == 0 || r.Base < b.BaseOffset() || last > b.LastOffset() {
+			t.Fatalf("run %d: %d records from %d, outside %d-%d", i, len(r.Records), r.Base, b.BaseOffset(), b.LastOffset())
 		}
 		if i > 0 {
 			prev := runs[i-1]
-			if r.base <= prev.base+int64(len(prev.records)) {
-				t.Fatalf("run %d at %d does not follow run %d after a hole", i, r.base, i-1)
+			if r.Base <= prev.Base+int64(len(prev.Records)) {
+				t.Fatalf("run %d at %d does not follow run %d after a hole", i, r.Base, i-1)
 			}
 		}
-		for j, rec := range r.records {
-			if off := b.baseOffset() + int64(rec.OffsetDelta); off != r.base+int64(j) || !reflect.DeepEqual(rec, recs[covered+j]) {
-				t.Fatalf("run %d record %d: offset %d, want %d, or not the batch's record", i, j, off, r.base+int64(j))
+		for j, rec := range r.Records {
+			if off := b.BaseOffset() + int64(rec.OffsetDelta); off != r.Base+int64(j) || !reflect.DeepEqual(rec, recs[covered+j]) {
+				t.Fatalf("run %d record %d: offset %d, want %d, or not the batch's record", i, j, off, r.Base+int64(j))
 			}
 		}
-		covered += len(r.records)
+		covered += len(r.Records)
 	}
 	if covered != len(recs) {
 		t.Fatalf("runs cover %d of %d records", covered, len(recs))
 	}
-	if b.contiguous() && (len(runs) != 1 || runs[0].base != b.baseOffset()) {
+	if b.Contiguous() && (len(runs) != 1 || runs[0].Base != b.BaseOffset()) {
 		t.Fatalf("a contiguous batch split into %d runs", len(runs))
 	}
-	if kindErr != nil || kind == kindCommit || kind == kindAbort {
+	if kindErr != nil || kind == recordbatch.Commit || kind == recordbatch.Abort {
 		return
 	}
 	for _, r := range runs {
-		checkReencoded(t, b, r, kind == kindTxnData)
+		checkReencoded(t, b, r, kind == recordbatch.TxnData)
 	}
 }
 
 // checkReencoded checks what the destination gets for a run: one sound contiguous batch
 // with the records' keys, values (null stays null: a tombstone stays one), headers and
 // absolute timestamps.
-func checkReencoded(t *testing.T, src rawBatch, r run, txn bool) {
-	enc, err := reencodeRun(src, r, producerIdentity{id: 1, epoch: 2, sequence: 3}, txn)
+func checkReencoded(t *testing.T, src recordbatch.Batch, r recordbatch.Run, txn bool) {
+	enc, err := recordbatch.ReencodeRun(src, r, recordbatch.Producer{ID: 1, Epoch: 2, Sequence: 3}, txn)
 	if err != nil {
 		t.Fatalf("re-encoding a run: %v", err)
 	}
-	split, err := splitBatches(enc)
-	if err != nil || len(split) != 1 || !split[0].contiguous() || int(split[0].recordCount()) != len(r.records) {
+	split, err := recordbatch.Split(enc)
+	if err != nil || len(split) != 1 || !split[0].Contiguous() || int(split[0].RecordCount()) != len(r.Records) {
 		t.Fatalf("re-encoded run: %d batches, %v", len(split), err)
 	}
-	got, err := split[0].records()
+	got, err := split[0].Records()
 	if err != nil {
 		t.Fatalf("re-encoded run does not decode: %v", err)
 	}
@@ -137,7 +139,7 @@ func checkReencoded(t *testing.T, src rawBatch, r run, txn bool) {
 	if srcHdr.ReadFrom(src) != nil || outHdr.ReadFrom(split[0]) != nil {
 		t.Fatal("headers do not decode")
 	}
-	for i, want := range r.records {
+	for i, want := range r.Records {
 		g := got[i]
 		if !bytes.Equal(g.Key, want.Key) || (g.Key == nil) != (want.Key == nil) ||
 			!bytes.Equal(g.Value, want.Value) || (g.Value == nil) != (want.Value == nil) ||

@@ -1,4 +1,4 @@
-package mirrorengine
+package recordbatch
 
 import (
 	"bytes"
@@ -21,45 +21,45 @@ import (
 
 // Byte offsets of the RecordBatch v2 header fields the data path reads or rewrites.
 const (
-	offBaseOffset      = 0
-	offBatchLength     = 8
-	offLeaderEpoch     = 12
-	offMagic           = 16
-	offCRC             = 17
-	offAttributes      = 21
-	offLastOffsetDelta = 23
-	offProducerID      = 43
-	offProducerEpoch   = 51
-	offBaseSequence    = 53
-	offRecordCount     = 57
-	batchHeaderLen     = 61
+	OffBaseOffset      = 0
+	OffBatchLength     = 8
+	OffLeaderEpoch     = 12
+	OffMagic           = 16
+	OffCRC             = 17
+	OffAttributes      = 21
+	OffLastOffsetDelta = 23
+	OffProducerID      = 43
+	OffProducerEpoch   = 51
+	OffBaseSequence    = 53
+	OffRecordCount     = 57
+	HeaderLen          = 61
 )
 
 // Attribute bits of a RecordBatch.
 const (
-	attrCodecMask     int16 = 0x07
-	attrLogAppendTime int16 = 0x08
-	attrTransactional int16 = 0x10
-	attrControl       int16 = 0x20
+	AttrCodecMask     int16 = 0x07
+	AttrLogAppendTime int16 = 0x08
+	AttrTransactional int16 = 0x10
+	AttrControl       int16 = 0x20
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // batchKind is what a source batch means for the destination.
-type batchKind int
+type Kind int
 
 const (
-	kindData batchKind = iota
-	kindTxnData
-	kindCommit
-	kindAbort
+	Data Kind = iota
+	TxnData
+	Commit
+	Abort
 	// kindEmpty is a batch without records, data or control, that Apache Kafka's cleaner
 	// keeps for its producer state or as a "transaction cleaned" marker: its offsets
 	// (baseOffset to lastOffset) are a gap.
-	kindEmpty
+	Empty
 )
 
-func (k batchKind) String() string {
+func (k Kind) String() string {
 	return [...]string{"data", "transactional data", "commit marker", "abort marker", "empty batch"}[k]
 }
 
@@ -67,80 +67,80 @@ func (k batchKind) String() string {
 // reads its header and forwards its bytes; the payload is only decoded when the batch has
 // offset holes (compaction) and must be re-encoded. splitBatches checks the header, so a
 // rawBatch always holds one whole, checksummed header with sane offsets and count.
-type rawBatch []byte
+type Batch []byte
 
-func (b rawBatch) baseOffset() int64 { return int64(binary.BigEndian.Uint64(b[offBaseOffset:])) }
-func (b rawBatch) lastOffsetDelta() int32 {
-	return int32(binary.BigEndian.Uint32(b[offLastOffsetDelta:]))
+func (b Batch) BaseOffset() int64 { return int64(binary.BigEndian.Uint64(b[OffBaseOffset:])) }
+func (b Batch) LastOffsetDelta() int32 {
+	return int32(binary.BigEndian.Uint32(b[OffLastOffsetDelta:]))
 }
-func (b rawBatch) lastOffset() int64  { return b.baseOffset() + int64(b.lastOffsetDelta()) }
-func (b rawBatch) attributes() int16  { return int16(binary.BigEndian.Uint16(b[offAttributes:])) }
-func (b rawBatch) producerID() int64  { return int64(binary.BigEndian.Uint64(b[offProducerID:])) }
-func (b rawBatch) recordCount() int32 { return int32(binary.BigEndian.Uint32(b[offRecordCount:])) }
-func (b rawBatch) leaderEpoch() int32 { return int32(binary.BigEndian.Uint32(b[offLeaderEpoch:])) }
-func (b rawBatch) codec() int16       { return b.attributes() & attrCodecMask }
+func (b Batch) LastOffset() int64  { return b.BaseOffset() + int64(b.LastOffsetDelta()) }
+func (b Batch) Attributes() int16  { return int16(binary.BigEndian.Uint16(b[OffAttributes:])) }
+func (b Batch) ProducerID() int64  { return int64(binary.BigEndian.Uint64(b[OffProducerID:])) }
+func (b Batch) RecordCount() int32 { return int32(binary.BigEndian.Uint32(b[OffRecordCount:])) }
+func (b Batch) LeaderEpoch() int32 { return int32(binary.BigEndian.Uint32(b[OffLeaderEpoch:])) }
+func (b Batch) Codec() int16       { return b.Attributes() & AttrCodecMask }
 
 // producer is the batch's producer id, epoch and first sequence.
-func (b rawBatch) producer() producerIdentity {
-	return producerIdentity{id: b.producerID(), epoch: int16(binary.BigEndian.Uint16(b[offProducerEpoch:])),
-		sequence: int32(binary.BigEndian.Uint32(b[offBaseSequence:]))}
+func (b Batch) Producer() Producer {
+	return Producer{ID: b.ProducerID(), Epoch: int16(binary.BigEndian.Uint16(b[OffProducerEpoch:])),
+		Sequence: int32(binary.BigEndian.Uint32(b[OffBaseSequence:]))}
 }
 
 // contiguous reports whether the batch holds a record at every offset of its range. Record
 // offset deltas strictly increase within [0, lastOffsetDelta], so the header alone tells.
-func (b rawBatch) contiguous() bool { return int64(b.lastOffsetDelta())+1 == int64(b.recordCount()) }
+func (b Batch) Contiguous() bool { return int64(b.LastOffsetDelta())+1 == int64(b.RecordCount()) }
 
 // kind classifies the batch; control batches are classified by their control record.
-func (b rawBatch) kind() (batchKind, error) {
-	attrs := b.attributes()
+func (b Batch) Kind() (Kind, error) {
+	attrs := b.Attributes()
 	switch {
-	case b.recordCount() == 0:
-		return kindEmpty, nil
-	case attrs&attrControl != 0:
-		recs, err := b.records()
+	case b.RecordCount() == 0:
+		return Empty, nil
+	case attrs&AttrControl != 0:
+		recs, err := b.Records()
 		if err != nil {
 			return 0, err
 		}
 		// A marker is alone in its batch; the cleaner drops it whole or empties the batch.
-		if len(recs) != 1 || b.lastOffsetDelta() != 0 || len(recs[0].Key) < 4 {
-			return 0, b.corrupt("a control batch holds %d records over %d offsets, want one marker with a 4-byte key", len(recs), int64(b.lastOffsetDelta())+1)
+		if len(recs) != 1 || b.LastOffsetDelta() != 0 || len(recs[0].Key) < 4 {
+			return 0, b.corrupt("a control batch holds %d records over %d offsets, want one marker with a 4-byte key", len(recs), int64(b.LastOffsetDelta())+1)
 		}
 		switch ctype := binary.BigEndian.Uint16(recs[0].Key[2:]); ctype {
 		case 0:
-			return kindAbort, nil
+			return Abort, nil
 		case 1:
-			return kindCommit, nil
+			return Commit, nil
 		default:
 			return 0, b.corrupt("unknown control record type %d", ctype)
 		}
-	case attrs&attrTransactional != 0:
-		return kindTxnData, nil
+	case attrs&AttrTransactional != 0:
+		return TxnData, nil
 	default:
-		return kindData, nil
+		return Data, nil
 	}
 }
 
-func (b rawBatch) corrupt(format string, args ...any) error {
-	return &CorruptBatchError{Offset: b.baseOffset(), Reason: fmt.Sprintf(format, args...)}
+func (b Batch) corrupt(format string, args ...any) error {
+	return &CorruptError{Offset: b.BaseOffset(), Reason: fmt.Sprintf(format, args...)}
 }
 
 // splitBatches cuts a fetch response's record bytes into whole v2 batches and checks each
 // one's header and CRC. A fetch may end with a partial batch, which is dropped: the next
 // fetch starts at it again.
-func splitBatches(raw []byte) ([]rawBatch, error) {
-	var out []rawBatch
-	for len(raw) >= offBatchLength+4 {
-		base := int64(binary.BigEndian.Uint64(raw[offBaseOffset:]))
-		length := int64(int32(binary.BigEndian.Uint32(raw[offBatchLength:])))
-		n := offBatchLength + 4 + length
-		if n < batchHeaderLen {
-			return nil, &CorruptBatchError{Offset: base, Reason: fmt.Sprintf("batch length %d is shorter than a v2 header", length)}
+func Split(raw []byte) ([]Batch, error) {
+	var out []Batch
+	for len(raw) >= OffBatchLength+4 {
+		base := int64(binary.BigEndian.Uint64(raw[OffBaseOffset:]))
+		length := int64(int32(binary.BigEndian.Uint32(raw[OffBatchLength:])))
+		n := OffBatchLength + 4 + length
+		if n < HeaderLen {
+			return nil, &CorruptError{Offset: base, Reason: fmt.Sprintf("batch length %d is shorter than a v2 header", length)}
 		}
 		if n > int64(len(raw)) {
 			break
 		}
-		b := rawBatch(raw[:n:n])
-		if err := b.check(); err != nil {
+		b := Batch(raw[:n:n])
+		if err := b.Check(); err != nil {
 			return nil, err
 		}
 		out = append(out, b)
@@ -151,14 +151,14 @@ func splitBatches(raw []byte) ([]rawBatch, error) {
 
 // check validates what the data path takes from a whole batch's header: the format, the
 // CRC, and offsets and a record count that can be true.
-func (b rawBatch) check() error {
-	if magic := b[offMagic]; magic != 2 {
+func (b Batch) Check() error {
+	if magic := b[OffMagic]; magic != 2 {
 		return b.corrupt("message format v%d; only v2 (Kafka 0.11+) is supported", magic)
 	}
-	if want, got := binary.BigEndian.Uint32(b[offCRC:]), crc32.Checksum(b[offAttributes:], castagnoli); got != want {
+	if want, got := binary.BigEndian.Uint32(b[OffCRC:]), crc32.Checksum(b[OffAttributes:], Castagnoli); got != want {
 		return b.corrupt("CRC-32C is %08x, the batch says %08x", got, want)
 	}
-	base, delta, count := b.baseOffset(), b.lastOffsetDelta(), b.recordCount()
+	base, delta, count := b.BaseOffset(), b.LastOffsetDelta(), b.RecordCount()
 	switch {
 	case base < 0:
 		return b.corrupt("negative base offset")
@@ -172,28 +172,28 @@ func (b rawBatch) check() error {
 }
 
 // producerIdentity is what the destination sees as the writer of a forwarded batch.
-type producerIdentity struct {
-	id       int64
-	epoch    int16
-	sequence int32
+type Producer struct {
+	ID       int64
+	Epoch    int16
+	Sequence int32
 }
 
 // rewriteBatch makes a contiguous source batch ready to produce to the destination, in
 // place: offsets reassigned by the broker from zero, the source producer replaced by ours,
 // LogAppendTime cleared (a client may not send it; records keep their create times), and a
 // new CRC. The compressed payload stays untouched.
-func rewriteBatch(b rawBatch, as producerIdentity, transactional bool) []byte {
-	attrs := b.attributes() &^ (attrLogAppendTime | attrTransactional)
+func Rewrite(b Batch, as Producer, transactional bool) []byte {
+	attrs := b.Attributes() &^ (AttrLogAppendTime | AttrTransactional)
 	if transactional {
-		attrs |= attrTransactional
+		attrs |= AttrTransactional
 	}
-	binary.BigEndian.PutUint64(b[offBaseOffset:], 0)
-	binary.BigEndian.PutUint32(b[offLeaderEpoch:], 0xffffffff)
-	binary.BigEndian.PutUint16(b[offAttributes:], uint16(attrs))
-	binary.BigEndian.PutUint64(b[offProducerID:], uint64(as.id))
-	binary.BigEndian.PutUint16(b[offProducerEpoch:], uint16(as.epoch))
-	binary.BigEndian.PutUint32(b[offBaseSequence:], uint32(as.sequence))
-	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	binary.BigEndian.PutUint64(b[OffBaseOffset:], 0)
+	binary.BigEndian.PutUint32(b[OffLeaderEpoch:], 0xffffffff)
+	binary.BigEndian.PutUint16(b[OffAttributes:], uint16(attrs))
+	binary.BigEndian.PutUint64(b[OffProducerID:], uint64(as.ID))
+	binary.BigEndian.PutUint16(b[OffProducerEpoch:], uint16(as.Epoch))
+	binary.BigEndian.PutUint32(b[OffBaseSequence:], uint32(as.Sequence))
+	binary.BigEndian.PutUint32(b[OffCRC:], crc32.Checksum(b[OffAttributes:], Castagnoli))
 	return b
 }
 
@@ -204,7 +204,7 @@ const minRecordLen = 7
 // records decodes (and decompresses) the batch's records. Every record must re-encode to
 // exactly its bytes, with offset deltas strictly increasing within the batch's range, so
 // that runs and re-encoded batches carry exactly what the source holds.
-func (b rawBatch) records() ([]kmsg.Record, error) {
+func (b Batch) Records() ([]kmsg.Record, error) {
 	var batch kmsg.RecordBatch
 	if err := batch.ReadFrom(b); err != nil {
 		return nil, b.corrupt("decoding the header: %v", err)
@@ -213,7 +213,7 @@ func (b rawBatch) records() ([]kmsg.Record, error) {
 	if count < 0 {
 		return nil, b.corrupt("negative record count %d", count)
 	}
-	payload, err := decompress(batch.Attributes&attrCodecMask, batch.Records)
+	payload, err := decompress(batch.Attributes&AttrCodecMask, batch.Records)
 	if err != nil {
 		return nil, b.corrupt("decompressing: %v", err)
 	}
@@ -248,26 +248,26 @@ func (b rawBatch) records() ([]kmsg.Record, error) {
 }
 
 // run is a stretch of consecutive offsets of a non-contiguous batch.
-type run struct {
-	base    int64
-	records []kmsg.Record
+type Run struct {
+	Base    int64
+	Records []kmsg.Record
 }
 
 // runs splits a batch with offset holes into its contiguous runs, in offset order.
-func (b rawBatch) runs() ([]run, error) {
-	recs, err := b.records()
+func (b Batch) Runs() ([]Run, error) {
+	recs, err := b.Records()
 	if err != nil {
 		return nil, err
 	}
-	base := b.baseOffset()
-	var out []run
+	base := b.BaseOffset()
+	var out []Run
 	for _, r := range recs {
 		off := base + int64(r.OffsetDelta)
-		if n := len(out); n > 0 && out[n-1].base+int64(len(out[n-1].records)) == off {
-			out[n-1].records = append(out[n-1].records, r)
+		if n := len(out); n > 0 && out[n-1].Base+int64(len(out[n-1].Records)) == off {
+			out[n-1].Records = append(out[n-1].Records, r)
 			continue
 		}
-		out = append(out, run{base: off, records: []kmsg.Record{r}})
+		out = append(out, Run{Base: off, Records: []kmsg.Record{r}})
 	}
 	return out, nil
 }
@@ -278,9 +278,9 @@ func (b rawBatch) runs() ([]run, error) {
 // compressed batch by max.message.bytes (1 MiB by default), kgo and librdkafka bound the
 // uncompressed batch (1 MB by default), and real data compresses 2-20 times. Only
 // compacted and control batches are decompressed; a larger one fails its partition.
-const maxDecompressedBatch = 64 << 20
+const MaxDecompressed = 64 << 20
 
-var errTooLarge = fmt.Errorf("decompresses to more than %d MiB", maxDecompressedBatch>>20)
+var errTooLarge = fmt.Errorf("decompresses to more than %d MiB", MaxDecompressed>>20)
 
 var (
 	compressors = map[int16]kgo.Compressor{}
@@ -316,11 +316,11 @@ func decompress(codec int16, src []byte) ([]byte, error) {
 
 // readLimited reads a decompressing stream to its end, stopping past maxDecompressedBatch.
 func readLimited(r io.Reader) ([]byte, error) {
-	out, err := io.ReadAll(io.LimitReader(r, maxDecompressedBatch+1))
+	out, err := io.ReadAll(io.LimitReader(r, MaxDecompressed+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(out) > maxDecompressedBatch {
+	if len(out) > MaxDecompressed {
 		return nil, errTooLarge
 	}
 	return out, nil
@@ -357,7 +357,7 @@ func appendSnappy(dst, block []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n > maxDecompressedBatch-len(dst) {
+	if n > MaxDecompressed-len(dst) {
 		return nil, errTooLarge
 	}
 	dst = slices.Grow(dst, n)
@@ -379,26 +379,26 @@ func init() {
 		compressors[codec] = comp
 	}
 	var err error
-	zstdDecoder, err = zstd.NewReader(nil, zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxMemory(maxDecompressedBatch))
+	zstdDecoder, err = zstd.NewReader(nil, zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxMemory(MaxDecompressed))
 	if err != nil {
 		panic(err)
 	}
 }
 
 // batchSpec describes a batch the worker encodes itself (re-encoded runs, filler).
-type batchSpec struct {
-	codec          int16 // 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
-	transactional  bool
-	firstTimestamp int64
-	maxTimestamp   int64
-	producer       producerIdentity
+type Spec struct {
+	Codec          int16 // 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
+	Transactional  bool
+	FirstTimestamp int64
+	MaxTimestamp   int64
+	Producer       Producer
 }
 
 var errEmptyBatch = errors.New("refusing to encode an empty batch")
 
 // encodeBatch builds a v2 batch from records whose OffsetDelta and TimestampDelta64 are
 // relative to offset 0 and spec.firstTimestamp. The payload is compressed with spec.codec.
-func encodeBatch(spec batchSpec, recs []kmsg.Record) ([]byte, error) {
+func Encode(spec Spec, recs []kmsg.Record) ([]byte, error) {
 	if len(recs) == 0 {
 		return nil, errEmptyBatch
 	}
@@ -414,13 +414,13 @@ func encodeBatch(spec batchSpec, recs []kmsg.Record) ([]byte, error) {
 		payload = binary.AppendVarint(payload, int64(len(body)))
 		payload = append(payload, body...)
 	}
-	codec, payload := compress(spec.codec, payload)
-	return sealBatch(spec, codec, payload, int32(len(recs)), recs[len(recs)-1].OffsetDelta), nil
+	codec, payload := Compress(spec.Codec, payload)
+	return Seal(spec, codec, payload, int32(len(recs)), recs[len(recs)-1].OffsetDelta), nil
 }
 
 // compress compresses an encoded records payload with codec; it returns the codec used
 // (none when compressing would not make it smaller) and the payload to frame.
-func compress(codec int16, payload []byte) (int16, []byte) {
+func Compress(codec int16, payload []byte) (int16, []byte) {
 	comp := compressors[codec]
 	if comp == nil {
 		return codec, payload
@@ -433,10 +433,10 @@ func compress(codec int16, payload []byte) (int16, []byte) {
 }
 
 // sealBatch frames a records payload, compressed with codec, as a v2 batch of spec.
-func sealBatch(spec batchSpec, codec int16, payload []byte, numRecords, lastOffsetDelta int32) []byte {
+func Seal(spec Spec, codec int16, payload []byte, numRecords, lastOffsetDelta int32) []byte {
 	attrs := codec
-	if spec.transactional {
-		attrs |= attrTransactional
+	if spec.Transactional {
+		attrs |= AttrTransactional
 	}
 	batch := kmsg.RecordBatch{
 		FirstOffset:          0,
@@ -444,31 +444,31 @@ func sealBatch(spec batchSpec, codec int16, payload []byte, numRecords, lastOffs
 		Magic:                2,
 		Attributes:           attrs,
 		LastOffsetDelta:      lastOffsetDelta,
-		FirstTimestamp:       spec.firstTimestamp,
-		MaxTimestamp:         spec.maxTimestamp,
-		ProducerID:           spec.producer.id,
-		ProducerEpoch:        spec.producer.epoch,
-		FirstSequence:        spec.producer.sequence,
+		FirstTimestamp:       spec.FirstTimestamp,
+		MaxTimestamp:         spec.MaxTimestamp,
+		ProducerID:           spec.Producer.ID,
+		ProducerEpoch:        spec.Producer.Epoch,
+		FirstSequence:        spec.Producer.Sequence,
 		NumRecords:           numRecords,
 		Records:              payload,
 	}
 	raw := batch.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[offBatchLength:], uint32(len(raw)-offBatchLength-4))
-	binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], castagnoli))
+	binary.BigEndian.PutUint32(raw[OffBatchLength:], uint32(len(raw)-OffBatchLength-4))
+	binary.BigEndian.PutUint32(raw[OffCRC:], crc32.Checksum(raw[OffAttributes:], Castagnoli))
 	return raw
 }
 
 // reencodeRun encodes one contiguous run of a compacted source batch as its own batch with
 // the source codec and timestamps, so the destination records keep their offsets and times.
-func reencodeRun(src rawBatch, r run, as producerIdentity, transactional bool) ([]byte, error) {
+func ReencodeRun(src Batch, r Run, as Producer, transactional bool) ([]byte, error) {
 	var srcBatch kmsg.RecordBatch
 	if err := srcBatch.ReadFrom(src); err != nil {
 		return nil, err
 	}
-	recs := make([]kmsg.Record, len(r.records))
-	first := srcBatch.FirstTimestamp + r.records[0].TimestampDelta64
+	recs := make([]kmsg.Record, len(r.Records))
+	first := srcBatch.FirstTimestamp + r.Records[0].TimestampDelta64
 	maxTS := first
-	for i, rec := range r.records {
+	for i, rec := range r.Records {
 		ts := srcBatch.FirstTimestamp + rec.TimestampDelta64
 		maxTS = max(maxTS, ts)
 		rec.OffsetDelta = int32(i)
@@ -476,12 +476,12 @@ func reencodeRun(src rawBatch, r run, as producerIdentity, transactional bool) (
 		rec.TimestampDelta64 = ts - first
 		recs[i] = rec
 	}
-	return encodeBatch(batchSpec{
-		codec:          src.codec(),
-		transactional:  transactional,
-		firstTimestamp: first,
-		maxTimestamp:   maxTS,
-		producer:       as,
+	return Encode(Spec{
+		Codec:          src.Codec(),
+		Transactional:  transactional,
+		FirstTimestamp: first,
+		MaxTimestamp:   maxTS,
+		Producer:       as,
 	}, recs)
 }
 
@@ -490,12 +490,12 @@ func reencodeRun(src rawBatch, r run, as producerIdentity, transactional bool) (
 // DeleteRecords. Compacted topics reject null keys, so key is set there. The compressed
 // records are encoded once per process for each size, key and codec (fillerPayloads); only
 // the batch header is written per call.
-func fillerBatch(n int, key []byte, codec int16, now int64, as producerIdentity) ([]byte, error) {
+func Filler(n int, key []byte, codec int16, now int64, as Producer) ([]byte, error) {
 	if n <= 0 {
 		return nil, errEmptyBatch
 	}
 	used, payload := fillerPayloads.get(n, key, codec)
-	return sealBatch(batchSpec{firstTimestamp: now, maxTimestamp: now, producer: as}, used, payload, int32(n), int32(n-1)), nil
+	return Seal(Spec{FirstTimestamp: now, MaxTimestamp: now, Producer: as}, used, payload, int32(n), int32(n-1)), nil
 }
 
 // fillerPayloads caches the compressed records of filler batches. A head alignment asks for
@@ -529,7 +529,7 @@ func (c *fillerCache) get(n int, key []byte, codec int16) (int16, []byte) {
 	if ok {
 		return e.codec, e.payload
 	}
-	e.codec, e.payload = compress(codec, fillerRecords(n, key))
+	e.codec, e.payload = Compress(codec, fillerRecords(n, key))
 	c.mu.Lock()
 	if len(c.m) >= fillerPayloadsMax {
 		clear(c.m)
@@ -558,4 +558,17 @@ func fillerRecords(n int, key []byte) []byte {
 		payload = append(payload, body...)
 	}
 	return payload
+}
+
+// CorruptError means a source record batch cannot be decoded: a wrong CRC,
+// impossible framing, offsets or counts, or a payload that does not decompress (or
+// decompresses past the worker's bound). Fetching again returns the same bytes, so the
+// partition fails at the batch instead of retrying; the other partitions keep mirroring.
+type CorruptError struct {
+	Offset int64 // the batch's base offset, as the source reports it
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("corrupt source record batch at offset %d: %s; mirroring of this partition stopped there", e.Offset, e.Reason)
 }

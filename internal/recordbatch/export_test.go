@@ -1,0 +1,7 @@
+package recordbatch
+
+// Internals the package's external tests check.
+var (
+	XerialMagic   = xerialMagic
+	FillerRecords = fillerRecords
+)
