@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 )
 
 func TestMain(m *testing.M) { kafkatest.Main(m) }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
 
 // destinationTopicVisible bounds the wait for a created destination topic to reach every
@@ -26,11 +28,11 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 	e.topicMu.Lock()
 	defer e.topicMu.Unlock()
 	meta, err := e.dst.metadata(ctx, topic, 0)
-	var unknown *UnknownTopicError
+	var unknown *mirrorerr.UnknownTopicError
 	switch {
 	case err == nil:
 		if meta.partitions != partitions {
-			return nil, permanent(&PartitionCountMismatchError{Topic: topic, Source: partitions, Destination: meta.partitions})
+			return nil, permanent(&mirrorerr.PartitionCountMismatchError{Topic: topic, Source: partitions, Destination: meta.partitions})
 		}
 		return nil, nil
 	case !errors.As(err, &unknown):
@@ -43,7 +45,7 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 	}
 	rcs, err := src.adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return nil, authErr("source", "describe configs of "+topic, err)
+		return nil, mirrorerr.WrapAuth("source", "describe configs of "+topic, err)
 	}
 	overrides := map[string]*string{}
 	if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
@@ -57,11 +59,11 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 
 	srcMeta, err := src.adm.Metadata(ctx, topic)
 	if err != nil {
-		return nil, authErr("source", "describe topic "+topic, err)
+		return nil, mirrorerr.WrapAuth("source", "describe topic "+topic, err)
 	}
 	dstMeta, err := e.dst.adm.Metadata(ctx)
 	if err != nil {
-		return nil, authErr("destination", "list brokers", err)
+		return nil, mirrorerr.WrapAuth("destination", "list brokers", err)
 	}
 	var sourceRF int16
 	if ps := srcMeta.Topics[topic].Partitions; len(ps) > 0 {
@@ -117,7 +119,7 @@ func (e *Engine) createTopic(ctx context.Context, topic string, partitions int32
 	}
 	err := create(configs)
 	if !errors.Is(err, kerr.InvalidConfig) {
-		return nil, authErr("destination", "create topic "+topic, err)
+		return nil, mirrorerr.WrapAuth("destination", "create topic "+topic, err)
 	}
 	var dropped []droppedConfig
 	for _, key := range sortedKeys(configs) {
@@ -139,7 +141,7 @@ func (e *Engine) createTopic(ctx context.Context, topic string, partitions int32
 		}
 	}
 	if err := create(configs); err != nil {
-		return dropped, authErr("destination", "create topic "+topic, err)
+		return dropped, mirrorerr.WrapAuth("destination", "create topic "+topic, err)
 	}
 	return dropped, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
@@ -29,7 +30,7 @@ func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, p
 	}
 	src := newCluster("source", srcCl)
 	if _, err := e.dst.metadata(ctx, topic, 0); err != nil {
-		var unknown *UnknownTopicError
+		var unknown *mirrorerr.UnknownTopicError
 		if errors.As(err, &unknown) {
 			return nil
 		}
@@ -61,7 +62,7 @@ func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, p
 		err = resp.Err
 	}
 	if err != nil {
-		return authErr("destination", "delete diverged topic "+topic, err)
+		return mirrorerr.WrapAuth("destination", "delete diverged topic "+topic, err)
 	}
 	return e.waitTopicGone(ctx, topic)
 }
@@ -69,7 +70,7 @@ func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, p
 func (e *Engine) waitTopicGone(ctx context.Context, topic string) error {
 	for {
 		_, err := e.dst.metadata(ctx, topic, 0)
-		var unknown *UnknownTopicError
+		var unknown *mirrorerr.UnknownTopicError
 		if errors.As(err, &unknown) {
 			return nil
 		}

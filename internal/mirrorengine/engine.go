@@ -18,6 +18,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
@@ -700,7 +701,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 		}
 		smeta, err := newCluster("source", src).metadata(ctx, topic, 0)
 		if err != nil {
-			var unknown *UnknownTopicError
+			var unknown *mirrorerr.UnknownTopicError
 			if errors.As(err, &unknown) {
 				return cmdErr(CodeUnknownTopicOrPartition, "topic %q does not exist on the source cluster", topic)
 			}

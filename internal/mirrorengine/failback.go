@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
@@ -47,7 +48,7 @@ func (e *ForeignTransactionError) Error() string {
 func (e *Engine) foreignOpenTransaction(ctx context.Context, topic string, partition int32, end int64) (*ForeignTransactionError, error) {
 	described, err := e.dst.adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {partition: {}}})
 	if err != nil {
-		return nil, authErr("destination", "describe producers of "+topic, err)
+		return nil, mirrorerr.WrapAuth("destination", "describe producers of "+topic, err)
 	}
 	open := map[int64]int64{} // producer id → first offset of its open transaction
 	var ids []int64
@@ -64,7 +65,7 @@ func (e *Engine) foreignOpenTransaction(ctx context.Context, topic string, parti
 	}
 	listed, err := e.dst.adm.ListTransactions(ctx, ids, nil)
 	if err != nil {
-		return nil, authErr("destination", "list transactions", err)
+		return nil, mirrorerr.WrapAuth("destination", "list transactions", err)
 	}
 	names := map[int64]string{}
 	for _, t := range listed {
@@ -82,25 +83,6 @@ func (e *Engine) foreignOpenTransaction(ctx context.Context, topic string, parti
 	return first, nil
 }
 
-// CoordinatorAbortError is a destination partition whose last entry is an abort marker where
-// the source holds data or a commit marker: the destination's transaction coordinator aborted
-// a replayed transaction (it stayed open longer than transaction.max.timeout.ms: a long
-// pause, an outage, a source transaction open for longer) and wrote its marker at an offset
-// the source uses otherwise. Offsets no longer line up, and continuing would turn the
-// source's commit into a lone marker that read_committed consumers see as an empty
-// transaction: the partition fails for good.
-type CoordinatorAbortError struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Source    string
-}
-
-func (e *CoordinatorAbortError) Error() string {
-	return fmt.Sprintf("destination %s[%d] offset %d holds an abort marker where the source holds %s: the destination's transaction coordinator aborted a replayed transaction that stayed open longer than its transaction.max.timeout.ms; the destination no longer lines up with the source (restart the topic with divergence = \"recreate\" to copy it again)",
-		e.Topic, e.Partition, e.Offset, e.Source)
-}
-
 // checkLastEntry compares the destination's last entry with the source's at the same offset
 // when a session starts: a destination that no longer lines up (a coordinator abort, a source
 // rewritten by an unclean leader election, another writer) fails with the offset instead of
@@ -115,7 +97,7 @@ func (s *session) checkLastEntry(ctx context.Context, at int64) error {
 		return err
 	}
 	if dst.kind == recordbatch.Abort {
-		return &CoordinatorAbortError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String()}
+		return &mirrorerr.CoordinatorAbortError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String()}
 	}
-	return &LastEntryMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String(), Destination: dst.kind.String()}
+	return &mirrorerr.LastEntryMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String(), Destination: dst.kind.String()}
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
 
 // fetchResponseMaxBytes bounds one fetch answer; PartitionMaxBytes bounds each partition's
@@ -263,7 +265,7 @@ func (bf *brokerFetcher) run(ctx context.Context) {
 				continue
 			}
 			if err != nil {
-				err = authErr(bf.src.name, "fetch", err)
+				err = mirrorerr.WrapAuth(bf.src.name, "fetch", err)
 			}
 		}
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
@@ -51,7 +52,7 @@ func (c cluster) metadata(ctx context.Context, topic string, partition int32) (t
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, c.cl)
 	if err != nil {
-		return topicMeta{}, authErr(c.name, "describe topic "+topic, err)
+		return topicMeta{}, mirrorerr.WrapAuth(c.name, "describe topic "+topic, err)
 	}
 	if len(resp.Topics) != 1 {
 		return topicMeta{}, fmt.Errorf("%s metadata for %q: %d topics in response", c.name, topic, len(resp.Topics))
@@ -59,9 +60,9 @@ func (c cluster) metadata(ctx context.Context, topic string, partition int32) (t
 	t := resp.Topics[0]
 	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
 		if err == kerr.UnknownTopicOrPartition {
-			return topicMeta{}, &UnknownTopicError{Cluster: c.name, Topic: topic}
+			return topicMeta{}, &mirrorerr.UnknownTopicError{Cluster: c.name, Topic: topic}
 		}
-		return topicMeta{}, authErr(c.name, "describe topic "+topic, err)
+		return topicMeta{}, mirrorerr.WrapAuth(c.name, "describe topic "+topic, err)
 	}
 	meta := topicMeta{id: t.TopicID, partitions: len(t.Partitions), leader: -1}
 	for _, p := range t.Partitions {
@@ -99,7 +100,7 @@ func (c cluster) fetch(ctx context.Context, meta topicMeta, topic string, partit
 		}
 		resp = kresp.(*kmsg.FetchResponse)
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return fetched{}, authErr(c.name, "fetch from "+topic, err)
+			return fetched{}, mirrorerr.WrapAuth(c.name, "fetch from "+topic, err)
 		}
 		if !throttled(resp) {
 			break
@@ -152,7 +153,7 @@ func throttled(resp *kmsg.FetchResponse) bool {
 // fetchedPartition is one partition's answer, fetched from offset.
 func (c cluster) fetchedPartition(topic string, offset int64, p *kmsg.FetchResponseTopicPartition) (fetched, error) {
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		return fetched{}, authErr(c.name, "fetch from "+topic, err)
+		return fetched{}, mirrorerr.WrapAuth(c.name, "fetch from "+topic, err)
 	}
 	batches, err := recordbatch.Split(p.RecordBatches)
 	if err != nil {
@@ -233,7 +234,7 @@ func (c cluster) epochEnd(ctx context.Context, meta topicMeta, topic string, par
 	}
 	p := resp.Topics[0].Partitions[0]
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		return 0, authErr(c.name, "describe leader epochs of "+topic, err)
+		return 0, mirrorerr.WrapAuth(c.name, "describe leader epochs of "+topic, err)
 	}
 	return p.EndOffset, nil
 }
@@ -270,7 +271,7 @@ func (c cluster) listOffset(ctx context.Context, topic string, partition int32, 
 	}
 	p := resp.Topics[0].Partitions[0]
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		return 0, authErr(c.name, "list offsets of "+topic, err)
+		return 0, mirrorerr.WrapAuth(c.name, "list offsets of "+topic, err)
 	}
 	return p.Offset, nil
 }
@@ -282,7 +283,7 @@ func (c cluster) deleteRecords(ctx context.Context, topic string, partition int3
 		err = resps.Error()
 	}
 	if err != nil {
-		return authErr(c.name, fmt.Sprintf("delete records of %s[%d] below offset %d", topic, partition, offset), err)
+		return mirrorerr.WrapAuth(c.name, fmt.Sprintf("delete records of %s[%d] below offset %d", topic, partition, offset), err)
 	}
 	return nil
 }
@@ -317,14 +318,14 @@ func (d destTopic) fillerCodec() int16 {
 func (c cluster) topicConfig(ctx context.Context, topic string) (destTopic, error) {
 	rcs, err := c.adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return destTopic{}, authErr(c.name, "describe configs of "+topic, err)
+		return destTopic{}, mirrorerr.WrapAuth(c.name, "describe configs of "+topic, err)
 	}
 	rc, err := rcs.On(topic, nil)
 	if err == nil {
 		err = rc.Err
 	}
 	if err != nil {
-		return destTopic{}, authErr(c.name, "describe configs of "+topic, err)
+		return destTopic{}, mirrorerr.WrapAuth(c.name, "describe configs of "+topic, err)
 	}
 	d := destTopic{compression: "producer"}
 	for _, cfg := range rc.Configs {
@@ -361,7 +362,7 @@ func (c cluster) initProducerID(ctx context.Context, txnID *string, timeoutMilli
 		return err
 	})
 	if err != nil {
-		return recordbatch.Producer{}, authErr(c.name, "initialize a producer id", err)
+		return recordbatch.Producer{}, mirrorerr.WrapAuth(c.name, "initialize a producer id", err)
 	}
 	return recordbatch.Producer{ID: resp.ProducerID, Epoch: resp.ProducerEpoch}, nil
 }
@@ -391,7 +392,7 @@ func (c cluster) addPartitionToTxn(ctx context.Context, txnID string, p recordba
 		return err
 	})
 	if err != nil {
-		return authErr(c.name, "add "+topic+" to transaction "+txnID, err)
+		return mirrorerr.WrapAuth(c.name, "add "+topic+" to transaction "+txnID, err)
 	}
 	return nil
 }
@@ -411,7 +412,7 @@ func (c cluster) endTxn(ctx context.Context, txnID string, p recordbatch.Produce
 		return err
 	})
 	if err != nil {
-		return p, authErr(c.name, "end transaction "+txnID, err)
+		return p, mirrorerr.WrapAuth(c.name, "end transaction "+txnID, err)
 	}
 	if resp.Version >= 5 && resp.ProducerID >= 0 {
 		return recordbatch.Producer{ID: resp.ProducerID, Epoch: resp.ProducerEpoch}, nil
@@ -463,11 +464,11 @@ func (c cluster) bumpsEpochPerTxn(ctx context.Context) (bool, error) {
 func (c cluster) maxTransactionTimeout(ctx context.Context, broker int32) (time.Duration, error) {
 	rcs, err := c.adm.DescribeBrokerConfigs(ctx, broker)
 	if err != nil {
-		return 0, authErr(c.name, "describe broker configs", err)
+		return 0, mirrorerr.WrapAuth(c.name, "describe broker configs", err)
 	}
 	for _, rc := range rcs {
 		if rc.Err != nil {
-			return 0, authErr(c.name, "describe broker configs", rc.Err)
+			return 0, mirrorerr.WrapAuth(c.name, "describe broker configs", rc.Err)
 		}
 		for _, cfg := range rc.Configs {
 			if cfg.Key == "transaction.max.timeout.ms" && cfg.Value != nil {

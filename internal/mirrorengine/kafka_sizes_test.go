@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
 
 // A real broker recompresses to the destination topic's compression.type and checks
@@ -44,8 +45,8 @@ func TestKafkaMirrorBatchTooLargeOnceRecompressed(t *testing.T) {
 		produceSync(t, prod, &kgo.Record{Topic: topic, Value: bytes.Repeat([]byte("x"), 10_000)})
 		run := startMirror(t, src, dst, topic, 1, true)
 		err := run.waitErr(t, 0)
-		var tooLarge *BatchTooLargeError
-		if !errors.As(err, &tooLarge) || tooLarge.Offset != 1 || tooLarge.Compression != "uncompressed" || classify(err) != operatorActs {
+		var tooLarge *mirrorerr.BatchTooLargeError
+		if !errors.As(err, &tooLarge) || tooLarge.Offset != 1 || tooLarge.Compression != "uncompressed" || mirrorerr.Classify(err) != mirrorerr.OperatorActs {
 			t.Fatalf("mirror error %v, want the batch at offset 1 too large once recompressed", err)
 		}
 	})

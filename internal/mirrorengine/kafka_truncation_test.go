@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
 
 // An unclean leader election on a real source cluster rewrites offsets the mirror already
@@ -83,13 +84,13 @@ func TestKafkaMirrorFailsOnSourceTruncation(t *testing.T) {
 	bounded, cancelBounded := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelBounded()
 	err = m.Run(bounded)
-	var trunc *SourceTruncatedError
+	var trunc *mirrorerr.SourceTruncatedError
 	if !errors.As(err, &trunc) || trunc.Epoch != copiedEpoch || trunc.EpochEnd != 100 || trunc.DestinationEnd != 150 {
 		t.Fatalf("restarted mirror: %v, want the source epoch %d ending at 100 below the destination end 150", err, copiedEpoch)
 	}
 	fresh := NewPartitionMirror(src.Client(t), dst.Client(t), PartitionConfig{Mirror: "m1", Topic: topic})
 	err = fresh.Run(bounded)
-	var last *LastEntryMismatchError
+	var last *mirrorerr.LastEntryMismatchError
 	if !errors.As(err, &last) || last.Offset != 149 {
 		t.Fatalf("new mirror: %v, want the destination's last record at 149 differing from the source's", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
@@ -171,7 +172,7 @@ func (m *PartitionMirror) CheckDestinationEnd(end int64, asked time.Time) error 
 	if m.ceiling < 0 || asked.Before(m.ceilingSince) || end <= m.ceiling {
 		return nil
 	}
-	return &ForeignWriteError{Topic: m.cfg.Topic, Partition: m.cfg.Partition, DestinationEnd: end, Mirrored: m.ceiling, SourceHighWatermark: m.progress.SourceHighWatermark}
+	return &mirrorerr.ForeignWriteError{Topic: m.cfg.Topic, Partition: m.cfg.Partition, DestinationEnd: end, Mirrored: m.ceiling, SourceHighWatermark: m.progress.SourceHighWatermark}
 }
 
 // Run mirrors until ctx is done (returning nil) or a failure that retrying cannot fix, which
@@ -184,7 +185,7 @@ func (m *PartitionMirror) Run(ctx context.Context) error {
 		if ctx.Err() != nil || errors.Is(err, errDrained) {
 			return nil
 		}
-		if classify(err) != sessionRetries {
+		if mirrorerr.Classify(err) != mirrorerr.SessionRetries {
 			m.log.Error("partition mirror stopped", "error", err)
 			return err
 		}
@@ -327,10 +328,10 @@ func (s *session) prepare(ctx context.Context) error {
 		return err
 	}
 	if s.src.partitions != s.dst.partitions {
-		return &PartitionCountMismatchError{Topic: cfg.Topic, Source: s.src.partitions, Destination: s.dst.partitions}
+		return &mirrorerr.PartitionCountMismatchError{Topic: cfg.Topic, Source: s.src.partitions, Destination: s.dst.partitions}
 	}
 	if int(cfg.Partition) >= s.src.partitions || cfg.Partition < 0 {
-		return fmt.Errorf("%w: partition %d of %q does not exist (%d partitions)", errInvariant, cfg.Partition, cfg.Topic, s.src.partitions)
+		return fmt.Errorf("%w: partition %d of %q does not exist (%d partitions)", mirrorerr.ErrInvariant, cfg.Partition, cfg.Topic, s.src.partitions)
 	}
 	if s.src.leader < 0 || s.dst.leader < 0 {
 		return kerr.LeaderNotAvailable
@@ -363,14 +364,14 @@ func (s *session) prepare(ctx context.Context) error {
 		return err
 	}
 	if cfg.FirstStart && dstEnd > 0 {
-		return &DestinationNotEmptyError{Topic: cfg.Topic, Partition: cfg.Partition, EndOffset: dstEnd}
+		return &mirrorerr.DestinationNotEmptyError{Topic: cfg.Topic, Partition: cfg.Partition, EndOffset: dstEnd}
 	}
 	srcStart, srcEnd, err := m.src.offsets(ctx, cfg.Topic, cfg.Partition)
 	if err != nil {
 		return err
 	}
 	if dstEnd > srcEnd {
-		return &DestinationAheadError{Topic: cfg.Topic, Partition: cfg.Partition, DestinationEnd: dstEnd, SourceHighWatermark: srcEnd}
+		return &mirrorerr.DestinationAheadError{Topic: cfg.Topic, Partition: cfg.Partition, DestinationEnd: dstEnd, SourceHighWatermark: srcEnd}
 	}
 	if lastEpoch := m.lastEpoch.Load(); lastEpoch >= 0 && dstEnd > 0 {
 		epochEnd, err := m.src.epochEnd(ctx, s.src, cfg.Topic, cfg.Partition, lastEpoch)
@@ -409,12 +410,12 @@ func (s *session) checkSource(ctx context.Context) error {
 			return err
 		}
 		if got != want {
-			return &SourceChangedError{What: "cluster id", Expected: want, Actual: got}
+			return &mirrorerr.SourceChangedError{What: "cluster id", Expected: want, Actual: got}
 		}
 	}
 	if want := s.cfg.SourceTopicID; want != "" {
 		if got := hex.EncodeToString(s.src.id[:]); got != want {
-			return &SourceChangedError{What: "topic id of " + s.cfg.Topic, Expected: want, Actual: got}
+			return &mirrorerr.SourceChangedError{What: "topic id of " + s.cfg.Topic, Expected: want, Actual: got}
 		}
 	}
 	return nil
@@ -471,7 +472,7 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 	adm := s.m.dst.adm
 	listed, err := adm.ListTransactions(ctx, nil, nil)
 	if err != nil {
-		return nil, authErr("destination", "list transactions", err)
+		return nil, mirrorerr.WrapAuth("destination", "list transactions", err)
 	}
 	prefix := s.txnPrefix()
 	var ids []string
@@ -485,7 +486,7 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 	}
 	described, err := adm.DescribeTransactions(ctx, ids...)
 	if err != nil {
-		return nil, authErr("destination", "describe transactions", err)
+		return nil, mirrorerr.WrapAuth("destination", "describe transactions", err)
 	}
 	producers, err := s.describeProducers(ctx)
 	if err != nil {
@@ -498,7 +499,7 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 
 	for _, d := range described {
 		if d.Err != nil {
-			return nil, authErr("destination", "describe transaction "+d.TxnID, d.Err)
+			return nil, mirrorerr.WrapAuth("destination", "describe transaction "+d.TxnID, d.Err)
 		}
 		switch d.State {
 		case "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
@@ -542,7 +543,7 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 func (s *session) describeProducers(ctx context.Context) (map[int64]kadm.DescribedProducer, error) {
 	described, err := s.m.dst.adm.DescribeProducers(ctx, kadm.TopicsSet{s.cfg.Topic: {s.cfg.Partition: {}}})
 	if err != nil {
-		return nil, authErr("destination", "describe producers", err)
+		return nil, mirrorerr.WrapAuth("destination", "describe producers", err)
 	}
 	producers := map[int64]kadm.DescribedProducer{}
 	described.EachProducer(func(p kadm.DescribedProducer) { producers[p.ProducerID] = p })
@@ -625,7 +626,7 @@ func (s *session) step(ctx context.Context) error {
 // execute performs one write of a plan.
 func (s *session) execute(ctx context.Context, w write) error {
 	if w.at != s.next {
-		return fmt.Errorf("%w: a %s write planned at offset %d, but the destination end is %d", errInvariant, w.kind, w.at, s.next)
+		return fmt.Errorf("%w: a %s write planned at offset %d, but the destination end is %d", mirrorerr.ErrInvariant, w.kind, w.at, s.next)
 	}
 	switch w.kind {
 	case writeFiller:
@@ -669,7 +670,7 @@ func (s *session) execute(ctx context.Context, w write) error {
 func (s *session) encode(w write, as recordbatch.Producer) ([]byte, error) {
 	batch, err := w.encode(as)
 	if limit := s.dstTopic.maxMessageBytes; err == nil && limit > 0 && len(batch) > limit {
-		return nil, &BatchTooLargeError{Offset: w.at, Size: len(batch), MaxMessageBytes: limit}
+		return nil, &mirrorerr.BatchTooLargeError{Offset: w.at, Size: len(batch), MaxMessageBytes: limit}
 	}
 	return batch, err
 }
@@ -683,7 +684,7 @@ func (s *session) outOfRange(ctx context.Context, offset int64) error {
 	}
 	switch {
 	case offset > end:
-		return &DestinationAheadError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, DestinationEnd: s.next, SourceHighWatermark: end}
+		return &mirrorerr.DestinationAheadError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, DestinationEnd: s.next, SourceHighWatermark: end}
 	case offset < start:
 		if s.next > 0 {
 			s.m.log.Warn("source log start moved past the destination end: records were deleted at the source before they were mirrored",
@@ -747,7 +748,7 @@ func (s *session) fillerFor(n int64) ([]byte, error) {
 			return batch, nil
 		}
 		if size == 1 {
-			return nil, &BatchTooLargeError{Offset: s.next, Size: len(batch), MaxMessageBytes: limit}
+			return nil, &mirrorerr.BatchTooLargeError{Offset: s.next, Size: len(batch), MaxMessageBytes: limit}
 		}
 		// Shrink in proportion, with a margin for compression that does not scale linearly.
 		m.fillerRecords = max(1, int(int64(size)*int64(limit)/int64(len(batch))*9/10))
@@ -817,14 +818,14 @@ func (s *session) check(p *inflight, r produced) error {
 	if errors.Is(r.err, kerr.MessageTooLarge) || errors.Is(r.err, kerr.RecordListTooLarge) {
 		// Forwarded batches were checked against max.message.bytes: this one grew when the
 		// broker recompressed it to the topic's compression.type.
-		tooLarge := &BatchTooLargeError{Offset: p.expected, Size: len(p.batch), MaxMessageBytes: s.dstTopic.maxMessageBytes}
+		tooLarge := &mirrorerr.BatchTooLargeError{Offset: p.expected, Size: len(p.batch), MaxMessageBytes: s.dstTopic.maxMessageBytes}
 		if !s.dstTopic.keeps(recordbatch.Batch(p.batch).Codec()) {
 			tooLarge.Compression = s.dstTopic.compression
 		}
 		return tooLarge
 	}
 	if r.err == nil && r.base != p.expected {
-		return &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: p.expected, Actual: r.base}
+		return &mirrorerr.OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: p.expected, Actual: r.base}
 	}
 	return r.err
 }
@@ -996,7 +997,7 @@ func (s *session) awaitMarker(ctx context.Context, at, n int64) error {
 			s.m.setProgress(func(p *Progress) { p.DestinationEnd = end })
 			return nil
 		case end > at+n:
-			return &OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: at + n - 1, Actual: end - 1}
+			return &mirrorerr.OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: at + n - 1, Actual: end - 1}
 		}
 		if err := sleep(ctx, wait); err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
@@ -505,7 +506,7 @@ func TestMirrorStopsOnForeignWrite(t *testing.T) {
 	produceSync(t, prod, records("guarded", 0, 10, "b")...)
 
 	err := run.waitErr(t, 0)
-	var mismatch *OffsetMismatchError
+	var mismatch *mirrorerr.OffsetMismatchError
 	if !errors.As(err, &mismatch) {
 		t.Fatalf("mirror error %v, want an offset mismatch", err)
 	}
@@ -539,18 +540,18 @@ func TestMirrorBadInput(t *testing.T) {
 		return m.Run(ctx)
 	}
 
-	var unknown *UnknownTopicError
+	var unknown *mirrorerr.UnknownTopicError
 	if err := run("nowhere"); !errors.As(err, &unknown) || unknown.Cluster != "source" {
 		t.Fatalf("missing source topic: %v", err)
 	}
 	if err := run("only-source"); !errors.As(err, &unknown) || unknown.Cluster != "destination" {
 		t.Fatalf("missing destination topic: %v", err)
 	}
-	var count *PartitionCountMismatchError
+	var count *mirrorerr.PartitionCountMismatchError
 	if err := run("three"); !errors.As(err, &count) || count.Source != 3 || count.Destination != 2 {
 		t.Fatalf("partition count mismatch: %v", err)
 	}
-	var notEmpty *DestinationNotEmptyError
+	var notEmpty *mirrorerr.DestinationNotEmptyError
 	if err := run("full"); !errors.As(err, &notEmpty) || notEmpty.EndOffset != 1 {
 		t.Fatalf("non-empty destination: %v", err)
 	}
@@ -590,7 +591,7 @@ func TestMirrorAuthorizationFailures(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			err := m.Run(ctx)
-			var auth *AuthorizationError
+			var auth *mirrorerr.AuthorizationError
 			if !errors.As(err, &auth) || auth.Cluster != tc.cluster {
 				t.Fatalf("error %v, want an authorization error on the %s cluster", err, tc.cluster)
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
@@ -172,12 +173,12 @@ func (p *planner) batch(b recordbatch.Batch) error {
 	if b.Contiguous() {
 		if b.BaseOffset() < p.next {
 			// Contiguous batches are only ever written whole.
-			return fmt.Errorf("%w: source batch %d-%d starts below the destination end %d", errInvariant, b.BaseOffset(), b.LastOffset(), p.next)
+			return fmt.Errorf("%w: source batch %d-%d starts below the destination end %d", mirrorerr.ErrInvariant, b.BaseOffset(), b.LastOffset(), p.next)
 		}
 		if p.maxSize > 0 && len(b) > p.maxSize {
 			// A broker checks the size of the batch it receives before anything else
 			// (UnifiedLog.analyzeAndValidateRecords): splitting it would move offsets.
-			return &BatchTooLargeError{Offset: b.BaseOffset(), Size: len(b), MaxMessageBytes: p.maxSize}
+			return &mirrorerr.BatchTooLargeError{Offset: b.BaseOffset(), Size: len(b), MaxMessageBytes: p.maxSize}
 		}
 		p.fill(b.BaseOffset())
 		p.add(write{kind: writeForward, n: int64(b.RecordCount()), batch: b, txn: txn, pid: pid})
@@ -214,5 +215,5 @@ func checkLineage(lastEpoch int32, epochEnd, dstEnd int64) error {
 	if lastEpoch < 0 || epochEnd < 0 || epochEnd >= dstEnd {
 		return nil
 	}
-	return &SourceTruncatedError{Epoch: lastEpoch, EpochEnd: epochEnd, DestinationEnd: dstEnd}
+	return &mirrorerr.SourceTruncatedError{Epoch: lastEpoch, EpochEnd: epochEnd, DestinationEnd: dstEnd}
 }

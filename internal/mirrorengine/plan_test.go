@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch/batchtest"
 )
@@ -284,7 +285,7 @@ func TestPlanFetch(t *testing.T) {
 
 func TestPlanFetchStartingBelowDestinationIsAnInvariant(t *testing.T) {
 	p := planFetch(planInput{next: 102, fetched: fetched{batches: []recordbatch.Batch{data(t, 100, 10)}}})
-	if !errors.Is(p.err, errInvariant) {
+	if !errors.Is(p.err, mirrorerr.ErrInvariant) {
 		t.Fatalf("error %v, want the mirror invariant", p.err)
 	}
 }

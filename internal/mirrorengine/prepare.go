@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
@@ -36,7 +37,7 @@ func (r *runner) prepare(ctx context.Context) error {
 	}
 	smeta, err := src.metadata(ctx, k.topic, k.partition)
 	if err != nil {
-		var unknown *UnknownTopicError
+		var unknown *mirrorerr.UnknownTopicError
 		if errors.As(err, &unknown) {
 			return permanent(fmt.Errorf("source topic %q was deleted", k.topic))
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
 
 const (
@@ -291,7 +292,7 @@ func (c cluster) producedPartition(answers map[partKey]*kmsg.ProduceResponseTopi
 		if p.ErrorMessage != nil {
 			err = fmt.Errorf("%w: %s", err, *p.ErrorMessage)
 		}
-		return 0, authErr(c.name, "write to "+topic, err)
+		return 0, mirrorerr.WrapAuth(c.name, "write to "+topic, err)
 	}
 	return p.BaseOffset, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
@@ -357,7 +358,7 @@ func produceErrorFailsOnlyItsPartition(t *testing.T, src, dst *kafkatest.Cluster
 	produceSync(t, prod, &kgo.Record{Topic: small, Value: bytes.Repeat([]byte("x"), 5000)})
 	write("b")
 	err := smallRun.waitErr(t, 0)
-	var tooLarge *BatchTooLargeError
+	var tooLarge *mirrorerr.BatchTooLargeError
 	if !errors.As(err, &tooLarge) || tooLarge.Offset != 5 {
 		t.Fatalf("mirror of %s stopped with %v, want a batch too large at offset 5", small, err)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
 
 // readOnlyACL denies WRITE on a mirrored topic to every principal; super users (the
@@ -30,7 +32,7 @@ func (e *Engine) enforceReadOnly(ctx context.Context, topic string) (bool, error
 		return false, nil
 	}
 	if err != nil {
-		return false, authErr("destination", "make topic "+topic+" read-only (CREATE ACL)", err)
+		return false, mirrorerr.WrapAuth("destination", "make topic "+topic+" read-only (CREATE ACL)", err)
 	}
 	return true, nil
 }
@@ -46,7 +48,7 @@ func (e *Engine) liftReadOnly(ctx context.Context, topic string) error {
 		}
 	}
 	if err != nil && !errors.Is(err, kerr.SecurityDisabled) {
-		return authErr("destination", "make topic "+topic+" writable (DELETE ACL)", err)
+		return mirrorerr.WrapAuth("destination", "make topic "+topic+" writable (DELETE ACL)", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
@@ -288,7 +289,7 @@ func (r *runner) startFetching() error {
 			select {
 			case err := <-errc:
 				if err != nil && ctx.Err() == nil {
-					r.send(fetcherEvent{epoch, partitionstate.Fail{Err: err.Error(), Retryable: classify(err) != operatorActs, Now: time.Now()}})
+					r.send(fetcherEvent{epoch, partitionstate.Fail{Err: err.Error(), Retryable: mirrorerr.Classify(err) != mirrorerr.OperatorActs, Now: time.Now()}})
 				}
 				return
 			case <-healthy.C:

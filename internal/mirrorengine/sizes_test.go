@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
 
 // Head-alignment filler fits a destination topic that keeps batches uncompressed with a
@@ -40,11 +41,11 @@ func TestMirrorBatchLargerThanDestinationAllows(t *testing.T) {
 
 	run := startMirror(t, src, dst, "large", 1, true)
 	err := run.waitErr(t, 0)
-	var tooLarge *BatchTooLargeError
+	var tooLarge *mirrorerr.BatchTooLargeError
 	if !errors.As(err, &tooLarge) || tooLarge.Offset != 1 || tooLarge.MaxMessageBytes != 2000 || tooLarge.Size <= 2000 {
 		t.Fatalf("mirror error %v, want the batch at offset 1 larger than max.message.bytes 2000", err)
 	}
-	if classify(err) != operatorActs {
+	if mirrorerr.Classify(err) != mirrorerr.OperatorActs {
 		t.Fatalf("%v is retried", err)
 	}
 }

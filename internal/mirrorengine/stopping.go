@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
@@ -41,7 +42,7 @@ func (r *runner) abortOpenTxns(ctx context.Context) error {
 	prefix := partitionTxnPrefix(k.mirror, k.topic, k.partition)
 	listed, err := e.dst.adm.ListTransactions(ctx, nil, nil)
 	if err != nil {
-		return authErr("destination", "list transactions", err)
+		return mirrorerr.WrapAuth("destination", "list transactions", err)
 	}
 	var ids []string
 	for id := range listed {
@@ -52,7 +53,7 @@ func (r *runner) abortOpenTxns(ctx context.Context) error {
 	if len(ids) > 0 {
 		described, err := e.dst.adm.DescribeTransactions(ctx, ids...)
 		if err != nil {
-			return authErr("destination", "describe transactions", err)
+			return mirrorerr.WrapAuth("destination", "describe transactions", err)
 		}
 		for _, d := range described {
 			if d.Err != nil {

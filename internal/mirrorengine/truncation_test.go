@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
 
 func TestCheckLineage(t *testing.T) {
@@ -23,8 +24,8 @@ func TestCheckLineage(t *testing.T) {
 		{"the source was truncated below the destination end", 3, 7, 10, true},
 	} {
 		err := checkLineage(tc.epoch, tc.epochEnd, tc.dstEnd)
-		var trunc *SourceTruncatedError
-		if errors.As(err, &trunc) != tc.truncated || (tc.truncated && classify(err) != operatorActs) {
+		var trunc *mirrorerr.SourceTruncatedError
+		if errors.As(err, &trunc) != tc.truncated || (tc.truncated && mirrorerr.Classify(err) != mirrorerr.OperatorActs) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
@@ -70,7 +71,7 @@ func TestMirrorSourceTruncated(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	err := m.Run(ctx)
-	var trunc *SourceTruncatedError
+	var trunc *mirrorerr.SourceTruncatedError
 	if !errors.As(err, &trunc) || trunc.EpochEnd != 30 || trunc.DestinationEnd != 50 {
 		t.Fatalf("mirror error %v, want the source truncated to 30 below the destination end 50", err)
 	}

@@ -1,4 +1,6 @@
-package mirrorengine
+// Package mirrorerr is the engine's error taxonomy: the errors the data path and the control
+// plane report, and the one classification of who deals with each (Classify).
+package mirrorerr
 
 import (
 	"errors"
@@ -85,6 +87,25 @@ func (e *ForeignWriteError) Error() string {
 		e.Topic, e.Partition, e.DestinationEnd, e.Mirrored, e.SourceHighWatermark, e.DestinationEnd-e.Mirrored)
 }
 
+// CoordinatorAbortError is a destination partition whose last entry is an abort marker where
+// the source holds data or a commit marker: the destination's transaction coordinator aborted
+// a replayed transaction (it stayed open longer than transaction.max.timeout.ms: a long
+// pause, an outage, a source transaction open for longer) and wrote its marker at an offset
+// the source uses otherwise. Offsets no longer line up, and continuing would turn the
+// source's commit into a lone marker that read_committed consumers see as an empty
+// transaction: the partition fails for good.
+type CoordinatorAbortError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Source    string
+}
+
+func (e *CoordinatorAbortError) Error() string {
+	return fmt.Sprintf("destination %s[%d] offset %d holds an abort marker where the source holds %s: the destination's transaction coordinator aborted a replayed transaction that stayed open longer than its transaction.max.timeout.ms; the destination no longer lines up with the source (restart the topic with divergence = \"recreate\" to copy it again)",
+		e.Topic, e.Partition, e.Offset, e.Source)
+}
+
 // UnknownTopicError names a topic missing on one side.
 type UnknownTopicError struct {
 	Cluster string // "source" or "destination"
@@ -134,33 +155,33 @@ func (e *AuthorizationError) Unwrap() error { return e.Err }
 
 // handling is who deals with a data path error: the one classification the partition's
 // session loop (PartitionMirror.Run) and its runner (FAILED, retryable or not) both follow.
-type handling int
+type Handling int
 
 const (
 	// sessionRetries: transient — a leader moved, a connection dropped, a coordinator loads.
 	// The partition stays MIRRORING and its next session starts after a short back-off.
-	sessionRetries handling = iota
+	SessionRetries Handling = iota
 	// runnerRetries: the partition goes FAILED and its runner retries it with the KIP's
 	// back-off: trying again at once will not help, time may (an ACL granted, a broker
 	// error that is not transient).
-	runnerRetries
+	RunnerRetries
 	// operatorActs: the partition goes FAILED for good; retrying cannot fix it (diverged
 	// logs, a foreign write, a corrupt batch, a changed source) and the operator must act.
-	operatorActs
+	OperatorActs
 )
 
 // classify says who deals with err (not nil).
-func classify(err error) handling {
+func Classify(err error) Handling {
 	var auth *AuthorizationError
 	switch {
 	case errors.As(err, &auth):
-		return runnerRetries
+		return RunnerRetries
 	case needsOperator(err):
-		return operatorActs
+		return OperatorActs
 	case transient(err):
-		return sessionRetries
+		return SessionRetries
 	}
-	return runnerRetries
+	return RunnerRetries
 }
 
 // transient reports whether an error is one the next session may not meet: leader moves,
@@ -206,13 +227,18 @@ func needsOperator(err error) bool {
 	return errors.As(err, &mismatch) || errors.As(err, &notEmpty) || errors.As(err, &ahead) ||
 		errors.As(err, &unknown) || errors.As(err, &count) || errors.As(err, &changed) ||
 		errors.As(err, &corrupt) || errors.As(err, &aborted) || errors.As(err, &last) ||
-		errors.Is(err, errInvariant) || errors.Is(err, errUncopyable)
+		errors.Is(err, ErrInvariant) || errors.Is(err, ErrUncopyable)
 }
 
-var errInvariant = errors.New("mirror invariant broken")
+var ErrInvariant = errors.New("mirror invariant broken")
+
+// errUncopyable marks the data path's failures where the destination cannot become (or stay)
+// identical to the source and retrying cannot change that: the partition stops with a
+// message naming the offsets and waits for the operator.
+var ErrUncopyable = errors.New("the source cannot be copied exactly")
 
 // authErr turns authorization error codes into an AuthorizationError naming the action.
-func authErr(cluster, action string, err error) error {
+func WrapAuth(cluster, action string, err error) error {
 	if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
 		errors.Is(err, kerr.SaslAuthenticationFailed) {

@@ -1,14 +1,8 @@
-package mirrorengine
+package mirrorerr
 
 import (
-	"errors"
 	"fmt"
 )
-
-// errUncopyable marks the data path's failures where the destination cannot become (or stay)
-// identical to the source and retrying cannot change that: the partition stops with a
-// message naming the offsets and waits for the operator.
-var errUncopyable = errors.New("the source cannot be copied exactly")
 
 // BatchTooLargeError is a source batch the destination topic refuses for its size. Only the
 // batch as it is keeps its offsets, so the partition stops there.
@@ -27,7 +21,7 @@ func (e *BatchTooLargeError) Error() string {
 	return s + "; raise max.message.bytes (or set compression.type=producer) on the destination topic and restart the partition"
 }
 
-func (e *BatchTooLargeError) Is(target error) bool { return target == errUncopyable }
+func (e *BatchTooLargeError) Is(target error) bool { return target == ErrUncopyable }
 
 // SourceTruncatedError: the source log was truncated below what the destination holds (an
 // unclean leader election) and its offsets from EpochEnd on now hold other records.
@@ -42,4 +36,4 @@ func (e *SourceTruncatedError) Error() string {
 		e.Epoch, e.EpochEnd, e.DestinationEnd-1, e.EpochEnd, e.DestinationEnd-1)
 }
 
-func (e *SourceTruncatedError) Is(target error) bool { return target == errUncopyable }
+func (e *SourceTruncatedError) Is(target error) bool { return target == ErrUncopyable }
