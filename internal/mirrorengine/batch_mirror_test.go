@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
@@ -131,7 +132,7 @@ func TestMirrorEmptyBatchesAreGaps(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("destination records at %v, want only the source's at 0-2 and 9-10", got)
 	}
-	_, end, err := newCluster("destination", dst.Client(t)).offsets(context.Background(), "t", 0)
+	_, end, err := kafkareq.NewCluster("destination", dst.Client(t)).Offsets(context.Background(), "t", 0)
 	if err != nil || end != 11 {
 		t.Fatalf("destination end %d (%v), want 11", end, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 )
 
@@ -64,7 +65,7 @@ func (e *Engine) withSourceClient(ctx context.Context, conn mirrorstate.SourceCo
 	defer cl.Close()
 	err = fn(ctx, cl)
 	servers := strings.Join(conn.BootstrapServers, ",")
-	var unsupported *UnsupportedBrokerError
+	var unsupported *kafkareq.UnsupportedBrokerError
 	switch {
 	case err == nil:
 		return nil

@@ -310,7 +310,7 @@ func (e *Engine) observeEnds(ctx context.Context, mirror string, topics []string
 		answers <- answer{side, ends, err}
 	}
 	asked, dstAsked := 1, time.Now()
-	go ask(sideDestination, e.dst.adm)
+	go ask(sideDestination, e.dst.Admin)
 	if withSource {
 		if src, err := e.source(mirror); err != nil {
 			obs.sides[sideSource] = true

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
 
@@ -24,15 +25,15 @@ const destinationTopicVisible = 30 * time.Second
 // it checks the partition count.
 // It returns the source configs a topic it created was created without, each with its
 // reason; only the start command records them (see StartMirrorTopics).
-func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror, topic string, partitions int) (leftOut []string, err error) {
+func (e *Engine) ensureDestinationTopic(ctx context.Context, src kafkareq.Cluster, mirror, topic string, partitions int) (leftOut []string, err error) {
 	e.topicMu.Lock()
 	defer e.topicMu.Unlock()
-	meta, err := e.dst.metadata(ctx, topic, 0)
+	meta, err := e.dst.Metadata(ctx, topic, 0)
 	var unknown *mirrorerr.UnknownTopicError
 	switch {
 	case err == nil:
-		if meta.partitions != partitions {
-			return nil, permanent(&mirrorerr.PartitionCountMismatchError{Topic: topic, Source: partitions, Destination: meta.partitions})
+		if meta.Partitions != partitions {
+			return nil, permanent(&mirrorerr.PartitionCountMismatchError{Topic: topic, Source: partitions, Destination: meta.Partitions})
 		}
 		return nil, nil
 	case !errors.As(err, &unknown):
@@ -43,7 +44,7 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 	if err != nil {
 		return nil, permanent(err)
 	}
-	rcs, err := src.adm.DescribeTopicConfigs(ctx, topic)
+	rcs, err := src.Admin.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
 		return nil, mirrorerr.WrapAuth("source", "describe configs of "+topic, err)
 	}
@@ -57,11 +58,11 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 	}
 	configs, dropped := filter.creationConfigs(overrides)
 
-	srcMeta, err := src.adm.Metadata(ctx, topic)
+	srcMeta, err := src.Admin.Metadata(ctx, topic)
 	if err != nil {
 		return nil, mirrorerr.WrapAuth("source", "describe topic "+topic, err)
 	}
-	dstMeta, err := e.dst.adm.Metadata(ctx)
+	dstMeta, err := e.dst.Admin.Metadata(ctx)
 	if err != nil {
 		return nil, mirrorerr.WrapAuth("destination", "list brokers", err)
 	}
@@ -108,7 +109,7 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src cluster, mirror
 // requests, left out and returned with the broker's reason.
 func (e *Engine) createTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]*string) ([]droppedConfig, error) {
 	create := func(cfgs map[string]*string) error {
-		resp, err := e.dst.adm.CreateTopic(ctx, partitions, rf, cfgs, topic)
+		resp, err := e.dst.Admin.CreateTopic(ctx, partitions, rf, cfgs, topic)
 		if err == nil {
 			err = resp.Err
 		}
@@ -126,7 +127,7 @@ func (e *Engine) createTopic(ctx context.Context, topic string, partitions int32
 		if _, managed := managedTopicConfigs[key]; managed {
 			continue
 		}
-		resp, verr := e.dst.adm.ValidateCreateTopics(ctx, partitions, rf, map[string]*string{key: configs[key]}, topic)
+		resp, verr := e.dst.Admin.ValidateCreateTopics(ctx, partitions, rf, map[string]*string{key: configs[key]}, topic)
 		if verr == nil {
 			if r, ok := resp[topic]; ok {
 				verr = r.Err
@@ -153,8 +154,8 @@ func (e *Engine) waitDestinationTopic(ctx context.Context, topic string, partiti
 	ctx, cancel := context.WithTimeout(ctx, destinationTopicVisible)
 	defer cancel()
 	for {
-		meta, err := e.dst.metadata(ctx, topic, 0)
-		if err == nil && meta.partitions == partitions && meta.leader >= 0 {
+		meta, err := e.dst.Metadata(ctx, topic, 0)
+		if err == nil && meta.Partitions == partitions && meta.Leader >= 0 {
 			return nil
 		}
 		select {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
@@ -28,8 +29,8 @@ func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, p
 	if err != nil {
 		return err
 	}
-	src := newCluster("source", srcCl)
-	if _, err := e.dst.metadata(ctx, topic, 0); err != nil {
+	src := kafkareq.NewCluster("source", srcCl)
+	if _, err := e.dst.Metadata(ctx, topic, 0); err != nil {
 		var unknown *mirrorerr.UnknownTopicError
 		if errors.As(err, &unknown) {
 			return nil
@@ -57,7 +58,7 @@ func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, p
 	e.topicMu.Lock()
 	defer e.topicMu.Unlock()
 	e.log.Warn("recreating the diverged destination topic", "topic", topic, "reason", diverged.String())
-	resp, err := e.dst.adm.DeleteTopic(ctx, topic)
+	resp, err := e.dst.Admin.DeleteTopic(ctx, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -69,7 +70,7 @@ func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, p
 
 func (e *Engine) waitTopicGone(ctx context.Context, topic string) error {
 	for {
-		_, err := e.dst.metadata(ctx, topic, 0)
+		_, err := e.dst.Metadata(ctx, topic, 0)
 		var unknown *mirrorerr.UnknownTopicError
 		if errors.As(err, &unknown) {
 			return nil
@@ -200,7 +201,7 @@ func firstDifference(lo, hi int64, same func(int64) (bool, error)) (int64, error
 // partitionProbe is the destinationProbe of one partition on the real clusters.
 type partitionProbe struct {
 	ctx       context.Context
-	src, dst  cluster
+	src, dst  kafkareq.Cluster
 	topic     string
 	partition int32
 }
@@ -260,7 +261,7 @@ func (a offsetContent) equal(b offsetContent) bool {
 		})
 }
 
-func recordAt(ctx context.Context, c cluster, topic string, partition int32, offset int64) (offsetContent, error) {
+func recordAt(ctx context.Context, c kafkareq.Cluster, topic string, partition int32, offset int64) (offsetContent, error) {
 	got := offsetContent{gap: true}
 	held, err := readRange(ctx, c, topic, partition, offset, offset+1, func(_ int64, oc offsetContent) { got = oc })
 	if !held {
@@ -271,13 +272,13 @@ func recordAt(ctx context.Context, c cluster, topic string, partition int32, off
 
 // readRange calls fn, in offset order, for every record (markers included) the partition
 // holds in [from, end). It reports false, without error, when the log no longer holds from.
-func readRange(ctx context.Context, c cluster, topic string, partition int32, from, end int64, fn func(int64, offsetContent)) (held bool, err error) {
-	meta, err := c.metadata(ctx, topic, partition)
+func readRange(ctx context.Context, c kafkareq.Cluster, topic string, partition int32, from, end int64, fn func(int64, offsetContent)) (held bool, err error) {
+	meta, err := c.Metadata(ctx, topic, partition)
 	if err != nil {
 		return false, err
 	}
 	for next := from; next < end; {
-		f, err := c.fetch(ctx, meta, topic, partition, next, 1<<20)
+		f, err := c.Fetch(ctx, meta, topic, partition, next, 1<<20)
 		if errors.Is(err, kerr.OffsetOutOfRange) {
 			return next > from, nil
 		}
@@ -285,7 +286,7 @@ func readRange(ctx context.Context, c cluster, topic string, partition int32, fr
 			return false, err
 		}
 		at := next
-		for _, b := range f.batches {
+		for _, b := range f.Batches {
 			if b.LastOffset() < next || b.BaseOffset() >= end {
 				continue
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
@@ -54,7 +55,7 @@ type Config struct {
 type Engine struct {
 	cfg   Config
 	log   *slog.Logger
-	dst   cluster
+	dst   kafkareq.Cluster
 	dstID string
 	store *mirrorstate.Store
 
@@ -111,7 +112,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaching the destination cluster: %w", err)
 	}
-	if err := checkBrokerVersions(ctx, cfg.Destination, "destination"); err != nil {
+	if err := kafkareq.CheckBrokerVersions(ctx, cfg.Destination, "destination"); err != nil {
 		return nil, err
 	}
 	if cfg.Store.Replication == nil {
@@ -127,7 +128,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
-		cfg: cfg, log: cfg.Logger, dst: newCluster("destination", cfg.Destination), dstID: dstID, store: store,
+		cfg: cfg, log: cfg.Logger, dst: kafkareq.NewCluster("destination", cfg.Destination), dstID: dstID, store: store,
 		ctx: runCtx, cancel: cancel, sources: map[string]*kgo.Client{}, runners: map[partitionKey]*runner{},
 		syncers: map[string]*syncer{}, place: newPlacement(),
 	}
@@ -268,11 +269,11 @@ func (e *Engine) ensureRunners(ctx context.Context, mirror, topic string) error 
 	if err != nil {
 		return err
 	}
-	meta, err := newCluster("source", src).metadata(ctx, topic, 0)
+	meta, err := kafkareq.NewCluster("source", src).Metadata(ctx, topic, 0)
 	if err != nil {
 		return err
 	}
-	for p := range int32(meta.partitions) {
+	for p := range int32(meta.Partitions) {
 		e.runner(partitionKey{mirror, topic, p})
 	}
 	return nil
@@ -511,7 +512,7 @@ func (e *Engine) probeSource(ctx context.Context, conn mirrorstate.SourceConnect
 		if id, err = clusterID(ctx, cl); err != nil {
 			return err
 		}
-		return checkBrokerVersions(ctx, cl, "source")
+		return kafkareq.CheckBrokerVersions(ctx, cl, "source")
 	})
 	return id, cerr
 }
@@ -699,7 +700,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 				tc = mirrorstate.TopicConfigRecord{}
 			}
 		}
-		smeta, err := newCluster("source", src).metadata(ctx, topic, 0)
+		smeta, err := kafkareq.NewCluster("source", src).Metadata(ctx, topic, 0)
 		if err != nil {
 			var unknown *mirrorerr.UnknownTopicError
 			if errors.As(err, &unknown) {
@@ -708,7 +709,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			return cmdErr(CodeSourceClusterUnreachable, "describing topic %q on the source: %w", topic, err)
 		}
 		if divergence == "recreate" {
-			if err := e.recreateIfDiverged(ctx, mirror, topic, smeta.partitions); err != nil {
+			if err := e.recreateIfDiverged(ctx, mirror, topic, smeta.Partitions); err != nil {
 				return cmdErr(CodeUnknownServerError, "divergence = \"recreate\" on topic %q: %w", topic, err)
 			}
 		}
@@ -716,14 +717,14 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 		// was created without is written with the command's other writes of the topic's
 		// record (PREPARING on another worker would write it from a view up to a second
 		// old, over a pause given meanwhile). A failure is PREPARING's to report.
-		if left, err := e.ensureDestinationTopic(ctx, newCluster("source", src), mirror, topic, smeta.partitions); err != nil {
+		if left, err := e.ensureDestinationTopic(ctx, kafkareq.NewCluster("source", src), mirror, topic, smeta.Partitions); err != nil {
 			e.log.Warn("the start could not create the destination topic; PREPARING will", "mirror", mirror, "topic", topic, "error", err)
 		} else if left != nil {
 			tc.ConfigsLeftOut = left
 		}
 		// Bind the topic to the source topic as it is now; PREPARING's divergence check
 		// guards the destination's existing records against a source recreated meanwhile.
-		tc.MirrorName, tc.Divergence, tc.SourceTopicID = partitionstate.FormatMirrorName(mirror, partitionstate.DesiredMirroring), divergence, hex.EncodeToString(smeta.id[:])
+		tc.MirrorName, tc.Divergence, tc.SourceTopicID = partitionstate.FormatMirrorName(mirror, partitionstate.DesiredMirroring), divergence, hex.EncodeToString(smeta.ID[:])
 		if cerr := e.putTopicConfig(ctx, topic, tc); cerr != nil {
 			return cerr
 		}
@@ -861,16 +862,4 @@ func (e *Engine) SetTopicOwner(ctx context.Context, topic, owner string) error {
 		return cerr
 	}
 	return nil
-}
-
-// sleep waits for d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -275,11 +276,11 @@ func TestEngineFailback(t *testing.T) {
 
 func topicID(t *testing.T, c *kafkatest.Cluster, topic string) [16]byte {
 	t.Helper()
-	meta, err := newCluster("test", c.Client(t)).metadata(context.Background(), topic, 0)
+	meta, err := kafkareq.NewCluster("test", c.Client(t)).Metadata(context.Background(), topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return meta.id
+	return meta.ID
 }
 
 // The engine process dies in the middle of PREPARING or STOPPING; a new engine on the same

@@ -46,7 +46,7 @@ func (e *ForeignTransactionError) Error() string {
 // foreignOpenTransaction returns the earliest transaction open on the destination partition
 // that no mirror of ours wrote, or nil.
 func (e *Engine) foreignOpenTransaction(ctx context.Context, topic string, partition int32, end int64) (*ForeignTransactionError, error) {
-	described, err := e.dst.adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {partition: {}}})
+	described, err := e.dst.Admin.DescribeProducers(ctx, kadm.TopicsSet{topic: {partition: {}}})
 	if err != nil {
 		return nil, mirrorerr.WrapAuth("destination", "describe producers of "+topic, err)
 	}
@@ -63,7 +63,7 @@ func (e *Engine) foreignOpenTransaction(ctx context.Context, topic string, parti
 	if len(open) == 0 {
 		return nil, nil
 	}
-	listed, err := e.dst.adm.ListTransactions(ctx, ids, nil)
+	listed, err := e.dst.Admin.ListTransactions(ctx, ids, nil)
 	if err != nil {
 		return nil, mirrorerr.WrapAuth("destination", "list transactions", err)
 	}

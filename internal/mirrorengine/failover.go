@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
@@ -116,7 +117,7 @@ func (e *Engine) promoteReady(ctx context.Context, rec mirrorstate.MirrorRecord,
 		}
 		var askErr error
 		if len(behind) == 0 {
-			behind, askErr = lagging(ctx, srcAdm, e.dst.adm, topic)
+			behind, askErr = lagging(ctx, srcAdm, e.dst.Admin, topic)
 		}
 		if askErr == nil && len(behind) == 0 {
 			break
@@ -145,7 +146,7 @@ func (e *Engine) promoteReady(ctx context.Context, rec mirrorstate.MirrorRecord,
 func (e *Engine) syncGroupsRetrying(ctx context.Context, rec mirrorstate.MirrorRecord, srcCl *kgo.Client, topics []string) (skipped int, err error) {
 	s := &syncer{e: e, mirror: rec.Name}
 	for {
-		skipped, err = s.syncGroupOffsets(ctx, newCluster("source", srcCl), topics, rec.Sync)
+		skipped, err = s.syncGroupOffsets(ctx, kafkareq.NewCluster("source", srcCl), topics, rec.Sync)
 		if err == nil {
 			return skipped, nil
 		}

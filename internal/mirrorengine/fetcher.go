@@ -12,7 +12,6 @@ package mirrorengine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -24,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
 
@@ -51,7 +51,7 @@ var fetchers = brokerRegistry[*brokerFetcher]{m: map[brokerKey]*brokerFetcher{}}
 // brokerFetcher fetches for every feed of one source broker.
 type brokerFetcher struct {
 	key    brokerKey
-	src    cluster
+	src    kafkareq.Cluster
 	obs    Observer
 	cancel context.CancelFunc
 
@@ -60,8 +60,8 @@ type brokerFetcher struct {
 	wake  chan struct{} // a feed became fetchable
 	// The fetch session (KIP-227): what the broker holds, as last sent, and what it last
 	// said of each partition (high watermark, log start), for partitions it has no news of.
-	session map[partKey]sentPart
-	known   map[partKey]fetched
+	session map[kafkareq.PartKey]sentPart
+	known   map[kafkareq.PartKey]kafkareq.Fetched
 	// Epoch 0: the next request is full and starts a new session (replacing sessionID, if
 	// any).
 	sessionID, sessionEpoch int32
@@ -72,7 +72,7 @@ type feed struct {
 	f         *brokerFetcher
 	mirror    string
 	topic     string
-	meta      topicMeta
+	meta      kafkareq.TopicMeta
 	partition int32
 	maxBytes  int32
 	bufLimit  int
@@ -91,21 +91,21 @@ type feed struct {
 // fetchResult is one answer for a feed: what a fetch from `from` returned.
 type fetchResult struct {
 	from  int64
-	f     fetched
+	f     kafkareq.Fetched
 	err   error
 	bytes int
 }
 
 // subscribe adds a partition, to be read from offset, to the fetcher of its leader.
-func subscribe(src cluster, meta topicMeta, cfg *PartitionConfig, offset int64) *feed {
-	key := brokerKey{src.cl, meta.leader}
+func subscribe(src kafkareq.Cluster, meta kafkareq.TopicMeta, cfg *PartitionConfig, offset int64) *feed {
+	key := brokerKey{src.Client, meta.Leader}
 	fetchers.mu.Lock()
 	defer fetchers.mu.Unlock()
 	bf := fetchers.m[key]
 	if bf == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		bf = &brokerFetcher{key: key, src: src, obs: cfg.Observer, cancel: cancel, wake: make(chan struct{}, 1),
-			session: map[partKey]sentPart{}, known: map[partKey]fetched{}}
+			session: map[kafkareq.PartKey]sentPart{}, known: map[kafkareq.PartKey]kafkareq.Fetched{}}
 		fetchers.m[key] = bf
 		go bf.run(ctx)
 	}
@@ -158,7 +158,7 @@ func (fd *feed) signal() {
 
 // next returns the answer of a fetch from offset. An offset other than where the buffered
 // answers start (the session retries, or skipped ahead) drops them and fetches from there.
-func (fd *feed) next(ctx context.Context, offset int64) (fetched, error) {
+func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error) {
 	bf := fd.f
 	for {
 		bf.mu.Lock()
@@ -185,7 +185,7 @@ func (fd *feed) next(ctx context.Context, offset int64) (fetched, error) {
 		select {
 		case <-fd.ready:
 		case <-ctx.Done():
-			return fetched{}, ctx.Err()
+			return kafkareq.Fetched{}, ctx.Err()
 		}
 	}
 }
@@ -220,13 +220,9 @@ type sentPart struct {
 	maxBytes int32
 }
 
-type partKey struct {
-	topic     string // for fetch versions before 13, which name topics
-	id        [16]byte
-	partition int32
+func (fd *feed) key() kafkareq.PartKey {
+	return kafkareq.PartKey{Topic: fd.topic, ID: fd.meta.ID, Partition: fd.partition}
 }
-
-func (fd *feed) key() partKey { return partKey{fd.topic, fd.meta.id, fd.partition} }
 
 // Fetch session errors (KIP-227): the broker lost or never had the session the request
 // names, or the request's epoch or topic addressing does not match it. No partition was
@@ -246,7 +242,7 @@ func (bf *brokerFetcher) run(ctx context.Context) {
 			}
 		}
 		began := time.Now()
-		kresp, err := bf.src.cl.Broker(int(bf.key.broker)).Request(ctx, req)
+		kresp, err := bf.src.Client.Broker(int(bf.key.broker)).Request(ctx, req)
 		if ctx.Err() != nil {
 			return
 		}
@@ -265,7 +261,7 @@ func (bf *brokerFetcher) run(ctx context.Context) {
 				continue
 			}
 			if err != nil {
-				err = mirrorerr.WrapAuth(bf.src.name, "fetch", err)
+				err = mirrorerr.WrapAuth(bf.src.Name, "fetch", err)
 			}
 		}
 		if err != nil {
@@ -275,8 +271,8 @@ func (bf *brokerFetcher) run(ctx context.Context) {
 			continue
 		}
 		bf.sessionAnswered(req, resp)
-		if throttled(resp) {
-			if sleep(ctx, time.Duration(resp.ThrottleMillis)*time.Millisecond) != nil {
+		if kafkareq.Throttled(resp) {
+			if kafkareq.Sleep(ctx, time.Duration(resp.ThrottleMillis)*time.Millisecond) != nil {
 				return
 			}
 			continue
@@ -298,16 +294,16 @@ func (bf *brokerFetcher) run(ctx context.Context) {
 // failed, buffer full), as Kafka's consumer and replica fetchers do; the broker reads every
 // partition it holds and answers only those with news. A session that would hold nothing
 // is closed (Kafka drops an emptied session anyway).
-func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[partKey]sentPart) {
+func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[kafkareq.PartKey]sentPart) {
 	bf.mu.Lock()
 	defer bf.mu.Unlock()
 	if bf.sessionEpoch == 0 {
 		clear(bf.session)
 		clear(bf.known)
 	}
-	req := newFetchRequest(fetchResponseMaxBytes)
+	req := kafkareq.NewFetchRequest(fetchResponseMaxBytes)
 	req.SessionID, req.SessionEpoch = bf.sessionID, bf.sessionEpoch
-	want := map[partKey]bool{}
+	want := map[kafkareq.PartKey]bool{}
 	topics := map[[16]byte]int{} // index in req.Topics
 	for _, fd := range bf.feeds {
 		k := fd.key()
@@ -320,23 +316,23 @@ func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[partKey]sentPart) {
 			continue
 		}
 		bf.session[k] = s
-		ti, ok := topics[fd.meta.id]
+		ti, ok := topics[fd.meta.ID]
 		if !ok {
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic, rt.TopicID = fd.topic, fd.meta.id
+			rt.Topic, rt.TopicID = fd.topic, fd.meta.ID
 			req.Topics = append(req.Topics, rt)
 			ti = len(req.Topics) - 1
-			topics[fd.meta.id] = ti
+			topics[fd.meta.ID] = ti
 		}
-		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, fetchPartition(fd.meta, fd.partition, s.from, s.maxBytes))
+		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, kafkareq.FetchPartition(fd.meta, fd.partition, s.from, s.maxBytes))
 	}
-	forgotten := map[partKey][]int32{} // by topic
+	forgotten := map[kafkareq.PartKey][]int32{} // by topic
 	for k := range bf.session {
 		if !want[k] {
 			delete(bf.session, k)
 			delete(bf.known, k)
-			t := partKey{topic: k.topic, id: k.id}
-			forgotten[t] = append(forgotten[t], k.partition)
+			t := kafkareq.PartKey{Topic: k.Topic, ID: k.ID}
+			forgotten[t] = append(forgotten[t], k.Partition)
 		}
 	}
 	if len(bf.session) == 0 {
@@ -347,7 +343,7 @@ func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[partKey]sentPart) {
 	}
 	for t, ps := range forgotten {
 		ft := kmsg.NewFetchRequestForgottenTopic()
-		ft.Topic, ft.TopicID, ft.Partitions = t.topic, t.id, ps
+		ft.Topic, ft.TopicID, ft.Partitions = t.Topic, t.ID, ps
 		req.ForgottenTopics = append(req.ForgottenTopics, ft)
 	}
 	return req, maps.Clone(bf.session)
@@ -356,7 +352,7 @@ func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[partKey]sentPart) {
 // closeSessionRequest frees the broker's slot for a session (epoch -1: final), reading
 // nothing.
 func closeSessionRequest(id int32) *kmsg.FetchRequest {
-	req := newFetchRequest(fetchResponseMaxBytes)
+	req := kafkareq.NewFetchRequest(fetchResponseMaxBytes)
 	req.SessionID, req.MaxWaitMillis = id, 0
 	return req
 }
@@ -397,7 +393,7 @@ func (bf *brokerFetcher) closeSession() {
 	ctx, cancel := context.WithTimeout(context.Background(), closeSessionTimeout)
 	defer cancel()
 	// Best effort: a session the broker keeps is evicted once idle or outranked.
-	_, _ = bf.src.cl.Broker(int(bf.key.broker)).Request(ctx, closeSessionRequest(id))
+	_, _ = bf.src.Client.Broker(int(bf.key.broker)).Request(ctx, closeSessionRequest(id))
 }
 
 const closeSessionTimeout = 5 * time.Second
@@ -405,19 +401,19 @@ const closeSessionTimeout = 5 * time.Second
 // idleAnswerEvery paces the answers a partition with no news gets: an incremental fetch
 // answers only partitions with news, but the partition's runner still needs to look up now
 // and then (a drain waits for its next step), as a sessionless fetch's empty answer let it.
-const idleAnswerEvery = fetchMaxWaitMillis * time.Millisecond
+const idleAnswerEvery = kafkareq.FetchMaxWaitMillis * time.Millisecond
 
 // deliver hands each feed its part of resp (or err), unless it was reset meanwhile, and
 // returns the record bytes received. A full answer names every partition asked for; an
 // incremental one only those with news.
-func (bf *brokerFetcher) deliver(sent map[partKey]sentPart, resp *kmsg.FetchResponse, err error, full bool) int64 {
-	answers := map[partKey]*kmsg.FetchResponseTopicPartition{}
+func (bf *brokerFetcher) deliver(sent map[kafkareq.PartKey]sentPart, resp *kmsg.FetchResponse, err error, full bool) int64 {
+	answers := map[kafkareq.PartKey]*kmsg.FetchResponseTopicPartition{}
 	if resp != nil {
 		for ti := range resp.Topics {
 			t := &resp.Topics[ti]
 			for pi := range t.Partitions {
 				p := &t.Partitions[pi]
-				answers[partKey{t.Topic, t.TopicID, p.Partition}] = p
+				answers[kafkareq.PartKey{Topic: t.Topic, ID: t.TopicID, Partition: p.Partition}] = p
 			}
 		}
 	}
@@ -429,15 +425,15 @@ func (bf *brokerFetcher) deliver(sent map[partKey]sentPart, resp *kmsg.FetchResp
 		fd := s.fd
 		p := answers[k]
 		if p == nil { // answers name topics by id (v13+) or by name, never both
-			p = answers[partKey{topic: k.topic, partition: k.partition}]
+			p = answers[kafkareq.PartKey{Topic: k.Topic, Partition: k.Partition}]
 		}
 		if p == nil {
-			p = answers[partKey{id: k.id, partition: k.partition}]
+			p = answers[kafkareq.PartKey{ID: k.ID, Partition: k.Partition}]
 		}
 		if p != nil && p.ErrorCode == 0 {
 			// What the broker last told of the partition, even to a feed reset since: it
 			// tells it again only once it changes.
-			bf.known[k] = fetched{highWatermark: p.HighWatermark, lastStableOffset: p.LastStableOffset, logStartOffset: p.LogStartOffset}
+			bf.known[k] = kafkareq.Fetched{HighWatermark: p.HighWatermark, LastStableOffset: p.LastStableOffset, LogStartOffset: p.LogStartOffset}
 		}
 		if fd.closed || fd.gen != s.gen {
 			continue
@@ -446,10 +442,10 @@ func (bf *brokerFetcher) deliver(sent map[partKey]sentPart, resp *kmsg.FetchResp
 		if err == nil {
 			switch {
 			case p != nil:
-				r.f, r.err = bf.src.fetchedPartition(fd.topic, s.from, p)
+				r.f, r.err = bf.src.FetchedPartition(fd.topic, s.from, p)
 				r.bytes = len(p.RecordBatches)
 			case full:
-				r.err = fmt.Errorf("%s fetch of %s[%d]: %w", bf.src.name, fd.topic, fd.partition, errNoAnswer)
+				r.err = fmt.Errorf("%s fetch of %s[%d]: %w", bf.src.Name, fd.topic, fd.partition, kafkareq.ErrNoAnswer)
 			default:
 				// No news from s.from. Said again, with what was last heard, only to a
 				// runner that waits and was not told lately.
@@ -467,18 +463,15 @@ func (bf *brokerFetcher) deliver(sent map[partKey]sentPart, resp *kmsg.FetchResp
 	return total
 }
 
-// errNoAnswer: a full fetch answers every partition it asked for.
-var errNoAnswer = errors.New("partition missing from the answer")
-
 // add buffers r and moves the next fetch past it. An answer without batches replaces one
 // before it that had none either: an idle partition holds at most one. Guarded by f.mu.
 func (fd *feed) add(r fetchResult) {
 	if r.err != nil {
 		fd.failed = true
-	} else if n := len(r.f.batches); n > 0 {
-		fd.offset = r.f.batches[n-1].LastOffset() + 1
+	} else if n := len(r.f.Batches); n > 0 {
+		fd.offset = r.f.Batches[n-1].LastOffset() + 1
 	}
-	if l := len(fd.buf); l > 0 && r.err == nil && len(r.f.batches) == 0 && fd.buf[l-1].err == nil && len(fd.buf[l-1].f.batches) == 0 {
+	if l := len(fd.buf); l > 0 && r.err == nil && len(r.f.Batches) == 0 && fd.buf[l-1].err == nil && len(fd.buf[l-1].f.Batches) == 0 {
 		fd.buf[l-1] = r
 	} else {
 		fd.buf = append(fd.buf, r)

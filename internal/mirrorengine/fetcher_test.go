@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 )
 
@@ -24,7 +25,7 @@ type seenFetch struct {
 }
 
 // fetchLog records the mirror's fetches to a kfake cluster: those that wait
-// fetchMaxWaitMillis and name no rack (the comparator's consumers wait less, its raw reads
+// FetchMaxWaitMillis and name no rack (the comparator's consumers wait less, its raw reads
 // and the cleaner's fetches name a rack).
 type fetchLog struct {
 	mu   sync.Mutex
@@ -41,7 +42,7 @@ func watchFetches(t *testing.T, c *kafkatest.Cluster, topics ...string) *fetchLo
 	c.Fake().ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.Fake().KeepControl()
 		req := kreq.(*kmsg.FetchRequest)
-		if req.Rack != "" || req.MaxWaitMillis != fetchMaxWaitMillis {
+		if req.Rack != "" || req.MaxWaitMillis != kafkareq.FetchMaxWaitMillis {
 			return nil, nil, false
 		}
 		name := func(topic string, id [16]byte) string {
@@ -118,7 +119,7 @@ func sessionOf(cl *kgo.Client, broker int32) []string {
 	defer bf.mu.Unlock()
 	var out []string
 	for k := range bf.session {
-		out = append(out, fmt.Sprintf("%s/%d", k.topic, k.partition))
+		out = append(out, fmt.Sprintf("%s/%d", k.Topic, k.Partition))
 	}
 	slices.Sort(out)
 	return out
@@ -305,7 +306,7 @@ func TestFetcherRecoversFromSessionErrors(t *testing.T) {
 				req := kreq.(*kmsg.FetchRequest)
 				mu.Lock()
 				defer mu.Unlock()
-				if req.Rack != "" || req.MaxWaitMillis != fetchMaxWaitMillis {
+				if req.Rack != "" || req.MaxWaitMillis != kafkareq.FetchMaxWaitMillis {
 					return nil, nil, false
 				}
 				switch {
@@ -385,7 +386,7 @@ func readFeed(t *testing.T, fd *feed, offset, end int64) int {
 		if err != nil {
 			t.Fatalf("reading %s[%d] at %d (end %d): %v", fd.topic, fd.partition, offset, end, err)
 		}
-		for _, b := range f.batches {
+		for _, b := range f.Batches {
 			if b.BaseOffset() != offset {
 				t.Fatalf("%s[%d]: a batch at %d, want %d", fd.topic, fd.partition, b.BaseOffset(), offset)
 			}
@@ -440,11 +441,11 @@ func slowPartitionScenario(t *testing.T, src *kafkatest.Cluster, topic string) {
 	end := write("a")
 	const maxBytes, bufferBytes = 4 << 10, 8 << 10
 	sc := src.Client(t)
-	source := newCluster("source", sc)
+	source := kafkareq.NewCluster("source", sc)
 	obs := &bufferObserver{max: map[int32]int64{}}
 	feeds := make([]*feed, 3)
 	for p := range int32(3) {
-		meta, err := source.metadata(context.Background(), topic, p)
+		meta, err := source.Metadata(context.Background(), topic, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -576,19 +577,19 @@ func fetchSessionScenario(t *testing.T, src, dst *kafkatest.Cluster, sessions bo
 		produceSync(t, prod, records(topic, p, 50, "a")...)
 	}
 	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
-	meta, err := newCluster("source", sc).metadata(context.Background(), topic, 0)
+	meta, err := kafkareq.NewCluster("source", sc).Metadata(context.Background(), topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitSession(t, sc, meta.leader, partitionNames(topic, partitions))
+	waitSession(t, sc, meta.Leader, partitionNames(topic, partitions))
 
 	// Idle, the session goes on, one incremental fetch after another.
-	id, from := liveSession(sc, meta.leader)
+	id, from := liveSession(sc, meta.Leader)
 	if (id != 0) != sessions {
 		t.Fatalf("fetch session id %d, want a session: %v", id, sessions)
 	}
 	for deadline := time.Now().Add(30 * time.Second); sessions; {
-		now, epoch := liveSession(sc, meta.leader)
+		now, epoch := liveSession(sc, meta.Leader)
 		if now != id {
 			t.Fatalf("the idle fetch session %d was replaced by %d", id, now)
 		}

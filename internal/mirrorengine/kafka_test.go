@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
@@ -403,11 +404,11 @@ func TestKafkaMirrorFollowsSourceLeaderChange(t *testing.T) {
 
 func partitionLeader(t *testing.T, c *kafkatest.Cluster, topic string, p int32) int32 {
 	t.Helper()
-	meta, err := newCluster("test", c.Client(t)).metadata(context.Background(), topic, p)
+	meta, err := kafkareq.NewCluster("test", c.Client(t)).Metadata(context.Background(), topic, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return meta.leader
+	return meta.Leader
 }
 
 // The mirror is cancelled at random moments while plain and transactional data flow, and

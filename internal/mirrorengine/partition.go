@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
@@ -94,8 +95,8 @@ func (p Progress) Lag() int64 { return max(0, p.SourceHighWatermark-p.Destinatio
 // restart at any point neither loses nor doubles a record.
 type PartitionMirror struct {
 	cfg PartitionConfig
-	src cluster
-	dst cluster
+	src kafkareq.Cluster
+	dst kafkareq.Cluster
 	log *slog.Logger
 
 	mu       sync.Mutex
@@ -131,8 +132,8 @@ func NewPartitionMirror(source, destination *kgo.Client, cfg PartitionConfig) *P
 	cfg.defaults()
 	m := &PartitionMirror{
 		cfg: cfg,
-		src: newCluster("source", source),
-		dst: newCluster("destination", destination),
+		src: kafkareq.NewCluster("source", source),
+		dst: kafkareq.NewCluster("destination", destination),
 		log: cfg.Logger.With("mirror", cfg.Mirror, "topic", cfg.Topic, "partition", cfg.Partition),
 	}
 	m.ceiling = -1
@@ -196,7 +197,7 @@ func (m *PartitionMirror) Run(ctx context.Context) error {
 		var wait time.Duration
 		wait, backoff = retryBackoff(backoff, progressed)
 		m.log.Warn("partition mirror session failed; retrying", "error", err, "backoff", wait)
-		if sleep(ctx, wait/2+rand.N(wait/2+1)) != nil {
+		if kafkareq.Sleep(ctx, wait/2+rand.N(wait/2+1)) != nil {
 			return nil
 		}
 	}
@@ -221,14 +222,14 @@ func retryBackoff(backoff time.Duration, progressed bool) (now, next time.Durati
 type session struct {
 	m    *PartitionMirror
 	cfg  *PartitionConfig
-	src  topicMeta
-	dst  topicMeta
+	src  kafkareq.TopicMeta
+	dst  kafkareq.TopicMeta
 	next int64 // the next source offset to copy == the destination end offset once in-flight produces land
 
 	dstLogStart int64
 	alignTo     int64 // a source log start the destination must move to once it reaches it
 	fillerKey   []byte
-	dstTopic    destTopic
+	dstTopic    kafkareq.DestinationTopic
 
 	txnTimeout time.Duration // of replayed transactions: the configured one, capped by the destination's maximum
 
@@ -315,37 +316,37 @@ func (s *session) prepare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		m.src = newCluster("source", cl)
+		m.src = kafkareq.NewCluster("source", cl)
 	}
 	var err error
-	if s.src, err = m.src.metadata(ctx, cfg.Topic, cfg.Partition); err != nil {
+	if s.src, err = m.src.Metadata(ctx, cfg.Topic, cfg.Partition); err != nil {
 		return err
 	}
-	if s.dst, err = m.dst.metadata(ctx, cfg.Topic, cfg.Partition); err != nil {
+	if s.dst, err = m.dst.Metadata(ctx, cfg.Topic, cfg.Partition); err != nil {
 		return err
 	}
 	if err := s.checkSource(ctx); err != nil {
 		return err
 	}
-	if s.src.partitions != s.dst.partitions {
-		return &mirrorerr.PartitionCountMismatchError{Topic: cfg.Topic, Source: s.src.partitions, Destination: s.dst.partitions}
+	if s.src.Partitions != s.dst.Partitions {
+		return &mirrorerr.PartitionCountMismatchError{Topic: cfg.Topic, Source: s.src.Partitions, Destination: s.dst.Partitions}
 	}
-	if int(cfg.Partition) >= s.src.partitions || cfg.Partition < 0 {
-		return fmt.Errorf("%w: partition %d of %q does not exist (%d partitions)", mirrorerr.ErrInvariant, cfg.Partition, cfg.Topic, s.src.partitions)
+	if int(cfg.Partition) >= s.src.Partitions || cfg.Partition < 0 {
+		return fmt.Errorf("%w: partition %d of %q does not exist (%d partitions)", mirrorerr.ErrInvariant, cfg.Partition, cfg.Topic, s.src.Partitions)
 	}
-	if s.src.leader < 0 || s.dst.leader < 0 {
+	if s.src.Leader < 0 || s.dst.Leader < 0 {
 		return kerr.LeaderNotAvailable
 	}
-	if s.dstTopic, err = m.dst.topicConfig(ctx, cfg.Topic); err != nil {
+	if s.dstTopic, err = m.dst.TopicConfig(ctx, cfg.Topic); err != nil {
 		return err
 	}
-	if s.dstTopic.compacted {
+	if s.dstTopic.Compacted {
 		s.fillerKey = []byte("kafkamirror-filler")
 	}
 	// A replayed transaction may not ask for more than the destination allows
 	// (INVALID_TRANSACTION_TIMEOUT would stop the partition for good).
 	s.txnTimeout = s.cfg.TransactionTimeout
-	if max, err := m.dst.maxTransactionTimeout(ctx, s.dst.leader); err != nil {
+	if max, err := m.dst.MaxTransactionTimeout(ctx, s.dst.Leader); err != nil {
 		return err
 	} else if max > 0 && max < s.txnTimeout {
 		s.txnTimeout = max
@@ -356,7 +357,7 @@ func (s *session) prepare(ctx context.Context) error {
 		return err
 	}
 	began := time.Now()
-	dstStart, dstEnd, err := m.dst.offsets(ctx, cfg.Topic, cfg.Partition)
+	dstStart, dstEnd, err := m.dst.Offsets(ctx, cfg.Topic, cfg.Partition)
 	if err != nil {
 		return err
 	}
@@ -366,7 +367,7 @@ func (s *session) prepare(ctx context.Context) error {
 	if cfg.FirstStart && dstEnd > 0 {
 		return &mirrorerr.DestinationNotEmptyError{Topic: cfg.Topic, Partition: cfg.Partition, EndOffset: dstEnd}
 	}
-	srcStart, srcEnd, err := m.src.offsets(ctx, cfg.Topic, cfg.Partition)
+	srcStart, srcEnd, err := m.src.Offsets(ctx, cfg.Topic, cfg.Partition)
 	if err != nil {
 		return err
 	}
@@ -374,7 +375,7 @@ func (s *session) prepare(ctx context.Context) error {
 		return &mirrorerr.DestinationAheadError{Topic: cfg.Topic, Partition: cfg.Partition, DestinationEnd: dstEnd, SourceHighWatermark: srcEnd}
 	}
 	if lastEpoch := m.lastEpoch.Load(); lastEpoch >= 0 && dstEnd > 0 {
-		epochEnd, err := m.src.epochEnd(ctx, s.src, cfg.Topic, cfg.Partition, lastEpoch)
+		epochEnd, err := m.src.EpochEnd(ctx, s.src, cfg.Topic, cfg.Partition, lastEpoch)
 		if err != nil {
 			return err
 		}
@@ -394,7 +395,7 @@ func (s *session) prepare(ctx context.Context) error {
 	})
 	if s.idem.ID < 0 {
 		id := s.txnPrefix() + dataTxnSuffix
-		if s.idem, err = m.dst.initProducerID(ctx, &id, int32(s.txnTimeout.Milliseconds())); err != nil {
+		if s.idem, err = m.dst.InitProducerID(ctx, &id, int32(s.txnTimeout.Milliseconds())); err != nil {
 			return err
 		}
 	}
@@ -405,7 +406,7 @@ func (s *session) prepare(ctx context.Context) error {
 func (s *session) checkSource(ctx context.Context) error {
 	// The cluster first: another cluster at the address also has other topic ids.
 	if want := s.cfg.SourceClusterID; want != "" {
-		got, err := clusterID(ctx, s.m.src.cl)
+		got, err := clusterID(ctx, s.m.src.Client)
 		if err != nil {
 			return err
 		}
@@ -414,7 +415,7 @@ func (s *session) checkSource(ctx context.Context) error {
 		}
 	}
 	if want := s.cfg.SourceTopicID; want != "" {
-		if got := hex.EncodeToString(s.src.id[:]); got != want {
+		if got := hex.EncodeToString(s.src.ID[:]); got != want {
 			return &mirrorerr.SourceChangedError{What: "topic id of " + s.cfg.Topic, Expected: want, Actual: got}
 		}
 	}
@@ -469,7 +470,7 @@ func gapIndex(suffix string) int {
 // epoch (InitProducerId), and the partition rejects the old epoch once the new one landed.
 func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.DescribedProducer, error) {
 	s.idem = recordbatch.Producer{ID: -1}
-	adm := s.m.dst.adm
+	adm := s.m.dst.Admin
 	listed, err := adm.ListTransactions(ctx, nil, nil)
 	if err != nil {
 		return nil, mirrorerr.WrapAuth("destination", "list transactions", err)
@@ -492,7 +493,7 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 	if err != nil {
 		return nil, err
 	}
-	bumps, err := s.m.dst.bumpsEpochPerTxn(ctx)
+	bumps, err := s.m.dst.BumpsEpochPerTxn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -541,7 +542,7 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 }
 
 func (s *session) describeProducers(ctx context.Context) (map[int64]kadm.DescribedProducer, error) {
-	described, err := s.m.dst.adm.DescribeProducers(ctx, kadm.TopicsSet{s.cfg.Topic: {s.cfg.Partition: {}}})
+	described, err := s.m.dst.Admin.DescribeProducers(ctx, kadm.TopicsSet{s.cfg.Topic: {s.cfg.Partition: {}}})
 	if err != nil {
 		return nil, mirrorerr.WrapAuth("destination", "describe producers", err)
 	}
@@ -587,13 +588,13 @@ func (s *session) step(ctx context.Context) error {
 		return err
 	}
 	m.setProgress(func(p *Progress) {
-		p.SourceHighWatermark, p.SourceLogStart = f.highWatermark, f.logStartOffset
+		p.SourceHighWatermark, p.SourceLogStart = f.HighWatermark, f.LogStartOffset
 	})
 	open := map[int64]bool{}
 	for pid, t := range s.txns {
 		open[pid] = t.open
 	}
-	p := planFetch(planInput{next: s.next, alignTo: s.alignTo, open: open, maxSize: s.dstTopic.maxMessageBytes, fetched: f})
+	p := planFetch(planInput{next: s.next, alignTo: s.alignTo, open: open, maxSize: s.dstTopic.MaxMessageBytes, fetched: f})
 	// Read before the writes: forwarding rewrites a batch's header in place.
 	var lastEpoch int32
 	copied := false
@@ -617,10 +618,10 @@ func (s *session) step(ctx context.Context) error {
 	if p.err != nil {
 		return p.err
 	}
-	if err := s.moveLogStart(ctx, f.logStartOffset); err != nil || p.retry == 0 {
+	if err := s.moveLogStart(ctx, f.LogStartOffset); err != nil || p.retry == 0 {
 		return err
 	}
-	return sleep(ctx, p.retry)
+	return kafkareq.Sleep(ctx, p.retry)
 }
 
 // execute performs one write of a plan.
@@ -653,7 +654,7 @@ func (s *session) execute(ctx context.Context, w write) error {
 		return err
 	}
 	if !t.open {
-		if err := s.m.dst.addPartitionToTxn(ctx, t.id, t.producer, s.cfg.Topic, s.cfg.Partition); err != nil {
+		if err := s.m.dst.AddPartitionToTxn(ctx, t.id, t.producer, s.cfg.Topic, s.cfg.Partition); err != nil {
 			return err
 		}
 		t.open = true
@@ -669,7 +670,7 @@ func (s *session) execute(ctx context.Context, w write) error {
 // as its source batch did.
 func (s *session) encode(w write, as recordbatch.Producer) ([]byte, error) {
 	batch, err := w.encode(as)
-	if limit := s.dstTopic.maxMessageBytes; err == nil && limit > 0 && len(batch) > limit {
+	if limit := s.dstTopic.MaxMessageBytes; err == nil && limit > 0 && len(batch) > limit {
 		return nil, &mirrorerr.BatchTooLargeError{Offset: w.at, Size: len(batch), MaxMessageBytes: limit}
 	}
 	return batch, err
@@ -678,7 +679,7 @@ func (s *session) encode(w write, as recordbatch.Producer) ([]byte, error) {
 // outOfRange handles a fetch below the source log start (retention or DeleteRecords moved
 // it past us: align the destination) or above its end (the logs diverged).
 func (s *session) outOfRange(ctx context.Context, offset int64) error {
-	start, end, err := s.m.src.offsets(ctx, s.cfg.Topic, s.cfg.Partition)
+	start, end, err := s.m.src.Offsets(ctx, s.cfg.Topic, s.cfg.Partition)
 	if err != nil {
 		return err
 	}
@@ -703,7 +704,7 @@ func (s *session) moveLogStart(ctx context.Context, srcLogStart int64) error {
 	if target <= s.dstLogStart || target > s.next {
 		return nil
 	}
-	if err := s.m.dst.deleteRecords(ctx, s.cfg.Topic, s.cfg.Partition, target); err != nil {
+	if err := s.m.dst.DeleteRecords(ctx, s.cfg.Topic, s.cfg.Partition, target); err != nil {
 		return err
 	}
 	s.dstLogStart = target
@@ -734,7 +735,7 @@ func (s *session) sendFiller(ctx context.Context, n int64) error {
 // keeps (a recompressed batch is checked against max.message.bytes again) and with as many
 // records as its max.message.bytes allows.
 func (s *session) fillerFor(n int64) ([]byte, error) {
-	m, codec, limit := s.m, s.dstTopic.fillerCodec(), s.dstTopic.maxMessageBytes
+	m, codec, limit := s.m, s.dstTopic.FillerCodec(), s.dstTopic.MaxMessageBytes
 	if m.fillerRecords == 0 {
 		m.fillerRecords = fillerBatchRecords
 	}
@@ -790,18 +791,18 @@ func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *
 	p := &inflight{batch: batch, expected: s.next, end: s.next + int64(records), done: make(chan produced, 1)}
 	if txnID == nil {
 		if s.producer == nil {
-			s.producer = acquireProducer(s.m.dst, s.dst.leader, s.cfg)
+			s.producer = acquireProducer(s.m.dst, s.dst.Leader, s.cfg)
 		}
-		s.producer.enqueue(ctx, s.cfg.Topic, s.dst.id, s.cfg.Partition, batch, p.done)
+		s.producer.enqueue(ctx, s.cfg.Topic, s.dst.ID, s.cfg.Partition, batch, p.done)
 	} else {
 		// A replayed transaction's batch names its transactional id in the request, so it
 		// goes alone; it is the only one in flight (execute flushes around it).
 		go func() {
 			began := time.Now()
-			base, err := s.m.dst.produce(ctx, s.dst.leader, s.cfg.Topic, s.dst.id, s.cfg.Partition, batch, txnID)
+			base, err := s.m.dst.Produce(ctx, s.dst.Leader, s.cfg.Topic, s.dst.ID, s.cfg.Partition, batch, txnID)
 			s.cfg.Observer.ProduceLatency(time.Since(began))
 			if err == nil {
-				s.cfg.Observer.DestinationProduce(s.dst.leader, 1, int64(len(batch)))
+				s.cfg.Observer.DestinationProduce(s.dst.Leader, 1, int64(len(batch)))
 			}
 			p.done <- produced{base, err}
 		}()
@@ -818,9 +819,9 @@ func (s *session) check(p *inflight, r produced) error {
 	if errors.Is(r.err, kerr.MessageTooLarge) || errors.Is(r.err, kerr.RecordListTooLarge) {
 		// Forwarded batches were checked against max.message.bytes: this one grew when the
 		// broker recompressed it to the topic's compression.type.
-		tooLarge := &mirrorerr.BatchTooLargeError{Offset: p.expected, Size: len(p.batch), MaxMessageBytes: s.dstTopic.maxMessageBytes}
-		if !s.dstTopic.keeps(recordbatch.Batch(p.batch).Codec()) {
-			tooLarge.Compression = s.dstTopic.compression
+		tooLarge := &mirrorerr.BatchTooLargeError{Offset: p.expected, Size: len(p.batch), MaxMessageBytes: s.dstTopic.MaxMessageBytes}
+		if !s.dstTopic.Keeps(recordbatch.Batch(p.batch).Codec()) {
+			tooLarge.Compression = s.dstTopic.Compression
 		}
 		return tooLarge
 	}
@@ -869,7 +870,7 @@ func (s *session) txn(ctx context.Context, srcPID int64) (*replayTxn, error) {
 }
 
 func (s *session) initTxn(ctx context.Context, id string) (*replayTxn, error) {
-	p, err := s.m.dst.initProducerID(ctx, &id, int32(s.txnTimeout.Milliseconds()))
+	p, err := s.m.dst.InitProducerID(ctx, &id, int32(s.txnTimeout.Milliseconds()))
 	if err != nil {
 		return nil, err
 	}
@@ -893,7 +894,7 @@ func (s *session) endTxn(ctx context.Context, t *replayTxn, commit bool) error {
 // finishTxn ends t (EndTxn), which makes its coordinator write the marker, and moves t to the
 // producer epoch the coordinator answers with.
 func (s *session) finishTxn(ctx context.Context, t *replayTxn, commit bool) error {
-	p, err := s.m.dst.endTxn(ctx, t.id, t.producer, commit)
+	p, err := s.m.dst.EndTxn(ctx, t.id, t.producer, commit)
 	if err != nil {
 		return err
 	}
@@ -917,7 +918,7 @@ func (s *session) gapWriter(ctx context.Context, i int) (*replayTxn, error) {
 		s.gaps[i] = t
 	}
 	if !t.open {
-		if err := s.m.dst.addPartitionToTxn(ctx, t.id, t.producer, s.cfg.Topic, s.cfg.Partition); err != nil {
+		if err := s.m.dst.AddPartitionToTxn(ctx, t.id, t.producer, s.cfg.Topic, s.cfg.Partition); err != nil {
 			return nil, err
 		}
 		t.open = true
@@ -987,7 +988,7 @@ func (s *session) awaitMarker(ctx context.Context, at, n int64) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the transaction markers for destination offsets %d to %d did not all land within %v", at, at+n-1, markerLandTimeout)
 		}
-		end, err := s.m.dst.listOffset(ctx, s.cfg.Topic, s.cfg.Partition, -1)
+		end, err := s.m.dst.ListOffset(ctx, s.cfg.Topic, s.cfg.Partition, -1)
 		if err != nil {
 			return err
 		}
@@ -999,7 +1000,7 @@ func (s *session) awaitMarker(ctx context.Context, at, n int64) error {
 		case end > at+n:
 			return &mirrorerr.OffsetMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Expected: at + n - 1, Actual: end - 1}
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := kafkareq.Sleep(ctx, wait); err != nil {
 			return err
 		}
 		wait = min(2*wait, 100*time.Millisecond)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
@@ -197,22 +198,22 @@ func rawBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int3
 func readBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int32) ([]recordbatch.Batch, error) {
 	t.Helper()
 	ctx := context.Background()
-	cl := newCluster("test", c.Client(t))
-	meta, err := cl.metadata(ctx, topic, partition)
+	cl := kafkareq.NewCluster("test", c.Client(t))
+	meta, err := cl.Metadata(ctx, topic, partition)
 	if err != nil {
 		return nil, err
 	}
-	start, end, err := cl.offsets(ctx, topic, partition)
+	start, end, err := cl.Offsets(ctx, topic, partition)
 	if err != nil {
 		return nil, err
 	}
 	var out []recordbatch.Batch
 	for off := start; off < end; {
-		f, err := cl.fetch(ctx, meta, topic, partition, off, 1<<20)
+		f, err := cl.Fetch(ctx, meta, topic, partition, off, 1<<20)
 		if err != nil {
 			return nil, err
 		}
-		for _, b := range f.batches {
+		for _, b := range f.Batches {
 			if b.LastOffset() >= off {
 				out = append(out, b)
 				off = b.LastOffset() + 1
@@ -267,8 +268,8 @@ func TestMirrorSourceWithLogStartAhead(t *testing.T) {
 func advanceSource(t *testing.T, c *kafkatest.Cluster, topic string, n int64) {
 	t.Helper()
 	ctx := context.Background()
-	cl := newCluster("source", c.Client(t))
-	meta, err := cl.metadata(ctx, topic, 0)
+	cl := kafkareq.NewCluster("source", c.Client(t))
+	meta, err := cl.Metadata(ctx, topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,12 +283,12 @@ func advanceSource(t *testing.T, c *kafkatest.Cluster, topic string, n int64) {
 			}
 			batches[size] = b
 		}
-		if _, err := cl.produce(ctx, meta.leader, topic, meta.id, 0, batches[size], nil); err != nil {
+		if _, err := cl.Produce(ctx, meta.Leader, topic, meta.ID, 0, batches[size], nil); err != nil {
 			t.Fatal(err)
 		}
 		written += size
 	}
-	if err := cl.deleteRecords(ctx, topic, 0, n); err != nil {
+	if err := cl.DeleteRecords(ctx, topic, 0, n); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -515,7 +516,7 @@ func TestMirrorStopsOnForeignWrite(t *testing.T) {
 	}
 	// Nothing was written past the mismatch: the destination holds the intruder and the one
 	// batch the broker appended after it, no more.
-	_, end, err := newCluster("destination", dst.Client(t)).offsets(context.Background(), "guarded", 0)
+	_, end, err := kafkareq.NewCluster("destination", dst.Client(t)).Offsets(context.Background(), "guarded", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -678,7 +679,7 @@ func compactedSource(t *testing.T, src *kafkatest.Cluster, topic string, codec k
 	produceRounds(t, prod, topic, 0, first, keyRange("k", 0, 25), keyRange("k", 0, 10), []string{"active"})
 	produceRounds(t, prod, topic, 1, keyRange("a", 0, 20), append([]string{"a0", "a1", "a7"}, keyRange("a", 15, 20)...), []string{"active"})
 	compact()
-	start, _, err := newCluster("source", src.Client(t)).offsets(context.Background(), topic, 0)
+	start, _, err := kafkareq.NewCluster("source", src.Client(t)).Offsets(context.Background(), topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -780,7 +781,7 @@ func TestMirrorResumesInsideCompactedBatch(t *testing.T) {
 			if err := run.errs[0]; err != nil {
 				t.Fatal(err)
 			}
-			_, end, err := newCluster("destination", dst.Client(t)).offsets(context.Background(), "resume", 0)
+			_, end, err := kafkareq.NewCluster("destination", dst.Client(t)).Offsets(context.Background(), "resume", 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
@@ -57,7 +58,7 @@ type planInput struct {
 	alignTo int64          // a source log start the destination has not reached yet; 0 if none
 	open    map[int64]bool // source producer ids whose replayed transaction is open on the destination
 	maxSize int            // the destination topic's max.message.bytes; 0 if unknown
-	fetched fetched
+	fetched kafkareq.Fetched
 }
 
 type plan struct {
@@ -78,16 +79,16 @@ func planFetch(in planInput) plan {
 		p.open = map[int64]bool{}
 	}
 	f := in.fetched
-	if len(f.batches) == 0 {
+	if len(f.Batches) == 0 {
 		// A tiered-storage read that did not finish in time answers NONE, the real high
 		// watermark and no records (DelayedRemoteFetch): those offsets are not known to be
 		// gaps. Gaps are only ever filled up to a batch actually received.
-		if f.highWatermark > max(in.next, in.alignTo) {
+		if f.HighWatermark > max(in.next, in.alignTo) {
 			p.retry = emptyAnswerRetry
 		}
 		return p.plan
 	}
-	for _, b := range f.batches {
+	for _, b := range f.Batches {
 		if err := p.batch(b); err != nil {
 			p.err = err
 			break

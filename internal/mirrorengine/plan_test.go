@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch/batchtest"
@@ -251,7 +252,7 @@ func TestPlanFetch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			open := maps.Clone(tc.open)
 			p := planFetch(planInput{next: tc.next, alignTo: tc.alignTo, open: tc.open, maxSize: tc.maxSize,
-				fetched: fetched{batches: tc.batches, highWatermark: tc.hw}})
+				fetched: kafkareq.Fetched{Batches: tc.batches, HighWatermark: tc.hw}})
 			var got []string
 			end := tc.next
 			for _, w := range p.writes {
@@ -284,7 +285,7 @@ func TestPlanFetch(t *testing.T) {
 }
 
 func TestPlanFetchStartingBelowDestinationIsAnInvariant(t *testing.T) {
-	p := planFetch(planInput{next: 102, fetched: fetched{batches: []recordbatch.Batch{data(t, 100, 10)}}})
+	p := planFetch(planInput{next: 102, fetched: kafkareq.Fetched{Batches: []recordbatch.Batch{data(t, 100, 10)}}})
 	if !errors.Is(p.err, mirrorerr.ErrInvariant) {
 		t.Fatalf("error %v, want the mirror invariant", p.err)
 	}
@@ -294,7 +295,7 @@ func TestPlanFetchStartingBelowDestinationIsAnInvariant(t *testing.T) {
 func TestPlanRunsKeepCodecAndRecords(t *testing.T) {
 	for codec := range int16(5) {
 		b := holed(t, 40, 49, codec, -1, 0, 42, 43, 47)
-		p := planFetch(planInput{next: 40, fetched: fetched{batches: []recordbatch.Batch{b}, highWatermark: 50}})
+		p := planFetch(planInput{next: 40, fetched: kafkareq.Fetched{Batches: []recordbatch.Batch{b}, HighWatermark: 50}})
 		var runs []write
 		for _, w := range p.writes {
 			if w.kind == writeRun {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -26,7 +27,7 @@ func (r *runner) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	src := newCluster("source", srcCl)
+	src := kafkareq.NewCluster("source", srcCl)
 	id, err := clusterID(ctx, srcCl)
 	if err != nil {
 		return fmt.Errorf("reaching the source cluster: %w", err)
@@ -35,7 +36,7 @@ func (r *runner) prepare(ctx context.Context) error {
 		return permanent(fmt.Errorf("%s: the source cluster now reports cluster id %q, but mirror %q is bound to %q; recreate the mirror if the source really moved",
 			CodeSourceClusterIDMismatch, id, k.mirror, rec.SourceClusterID))
 	}
-	smeta, err := src.metadata(ctx, k.topic, k.partition)
+	smeta, err := src.Metadata(ctx, k.topic, k.partition)
 	if err != nil {
 		var unknown *mirrorerr.UnknownTopicError
 		if errors.As(err, &unknown) {
@@ -43,12 +44,12 @@ func (r *runner) prepare(ctx context.Context) error {
 		}
 		return err
 	}
-	if err := e.checkSourceTopicID(ctx, k.topic, smeta.id); err != nil {
+	if err := e.checkSourceTopicID(ctx, k.topic, smeta.ID); err != nil {
 		return err
 	}
 	// The start command created the topic; PREPARING creates it again only when it
 	// vanished since, and leaves the record of its configs to the next start.
-	if _, err := e.ensureDestinationTopic(ctx, src, k.mirror, k.topic, smeta.partitions); err != nil {
+	if _, err := e.ensureDestinationTopic(ctx, src, k.mirror, k.topic, smeta.Partitions); err != nil {
 		return err
 	}
 	d, err := e.checkDestination(ctx, k, src)
@@ -66,15 +67,15 @@ func (r *runner) prepare(ctx context.Context) error {
 // checkDestination returns how the destination partition diverged from its source, or nil
 // when it is a prefix of the source that mirroring may continue from its end. It fails while
 // the source cluster still mirrors the topic from this one.
-func (e *Engine) checkDestination(ctx context.Context, k partitionKey, src cluster) (*divergence, error) {
-	other, err := mirrorstate.ReadStore(ctx, src.cl, e.cfg.Store)
+func (e *Engine) checkDestination(ctx context.Context, k partitionKey, src kafkareq.Cluster) (*divergence, error) {
+	other, err := mirrorstate.ReadStore(ctx, src.Client, e.cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("reading the source cluster's %s: %w", storeTopic(e.cfg.Store), err)
 	}
 	if m := mirroringFromUs(other, k.topic, k.partition, e.dstID); m != "" {
 		return nil, fmt.Errorf("the source cluster still mirrors topic %q from this cluster (its mirror %q is not stopped); stop it there first", k.topic, m)
 	}
-	dstStart, dstEnd, err := e.dst.offsets(ctx, k.topic, k.partition)
+	dstStart, dstEnd, err := e.dst.Offsets(ctx, k.topic, k.partition)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ func (e *Engine) checkDestination(ctx context.Context, k partitionKey, src clust
 			return nil, err
 		}
 	}
-	srcStart, srcEnd, err := src.offsets(ctx, k.topic, k.partition)
+	srcStart, srcEnd, err := src.Offsets(ctx, k.topic, k.partition)
 	if err != nil {
 		return nil, err
 	}

@@ -7,31 +7,24 @@ package mirrorengine
 //
 // Per-partition order on the wire: a partition's batches join requests in the order the
 // session hands them over, a later batch always a later request, and a request is issued only
-// once its predecessor is serialized onto the connection (wireOrdered): the broker handles one
+// once its predecessor is serialized onto the connection (WireOrdered): the broker handles one
 // connection's requests in order, so the sequences of each partition arrive in order.
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
-	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
 
-const (
-	// produceRequestMaxBytes bounds the batches of one request (a single larger batch goes
-	// alone); far below a broker's socket.request.max.bytes (100 MiB).
-	produceRequestMaxBytes = 16 << 20
-	// produceTimeoutMillis is a produce request's timeout on the broker; its answer is awaited
-	// up to 10 s longer.
-	produceTimeoutMillis = 30000
-)
+// produceRequestMaxBytes bounds the batches of one request (a single larger batch goes
+// alone); far below a broker's socket.request.max.bytes (100 MiB).
+const produceRequestMaxBytes = 16 << 20
 
 // brokerProducers are the running pipelines. A pipeline starts with the first partition
 // that writes to its broker and ends with the last.
@@ -41,7 +34,7 @@ var brokerProducers = brokerRegistry[*brokerProducer]{m: map[brokerKey]*brokerPr
 // broker leads.
 type brokerProducer struct {
 	key         brokerKey
-	dst         cluster
+	dst         kafkareq.Cluster
 	obs         Observer
 	maxInFlight int
 	users       int // guarded by brokerProducers.mu
@@ -73,8 +66,8 @@ type produced struct {
 
 // acquireProducer returns the pipeline to a destination broker, starting it for its first
 // user; every acquire is paired with a release.
-func acquireProducer(dst cluster, broker int32, cfg *PartitionConfig) *brokerProducer {
-	key := brokerKey{dst.cl, broker}
+func acquireProducer(dst kafkareq.Cluster, broker int32, cfg *PartitionConfig) *brokerProducer {
+	key := brokerKey{dst.Client, broker}
 	brokerProducers.mu.Lock()
 	defer brokerProducers.mu.Unlock()
 	bp := brokerProducers.m[key]
@@ -152,14 +145,14 @@ func (bp *brokerProducer) request() (*kmsg.ProduceRequest, []*produceItem) {
 	if len(bp.queue) == 0 || bp.inFlight >= bp.maxInFlight {
 		return nil, nil
 	}
-	req := newProduceRequest(nil)
+	req := kafkareq.NewProduceRequest(nil)
 	var items []*produceItem
-	taken := map[partKey]bool{} // a partition with a batch in this request, or one left queued
-	topics := map[partKey]int{} // index in req.Topics
+	taken := map[kafkareq.PartKey]bool{} // a partition with a batch in this request, or one left queued
+	topics := map[kafkareq.PartKey]int{} // index in req.Topics
 	size := 0
 	rest := bp.queue[:0]
 	for _, it := range bp.queue {
-		k := partKey{it.topic, it.id, it.partition}
+		k := kafkareq.PartKey{Topic: it.topic, ID: it.id, Partition: it.partition}
 		if taken[k] || len(items) > 0 && size+len(it.batch) > produceRequestMaxBytes {
 			taken[k] = true // the partition's later batches stay behind this one
 			rest = append(rest, it)
@@ -179,13 +172,13 @@ func (bp *brokerProducer) request() (*kmsg.ProduceRequest, []*produceItem) {
 		taken[k] = true
 		size += len(it.batch)
 		items = append(items, it)
-		tk := partKey{topic: it.topic, id: it.id}
+		tk := kafkareq.PartKey{Topic: it.topic, ID: it.id}
 		ti, ok := topics[tk]
 		if !ok {
 			ti = len(req.Topics)
 			topics[tk] = ti
 		}
-		addProduce(req, ti, it.topic, it.id, it.partition, it.batch)
+		kafkareq.AddProduce(req, ti, it.topic, it.id, it.partition, it.batch)
 	}
 	clear(bp.queue[len(rest):])
 	bp.queue = rest
@@ -208,12 +201,12 @@ func (bp *brokerProducer) send(req *kmsg.ProduceRequest, items []*produceItem, o
 	// Every batch in req is on its way: its answer is awaited even when its partition's
 	// ctx ends, since whoever stops a partition writer relies on its return meaning that
 	// nothing it sent can still land. Bounded by the request's own timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), produceTimeoutMillis*time.Millisecond+10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), kafkareq.ProduceTimeoutMillis*time.Millisecond+10*time.Second)
 	defer cancel()
 	var once sync.Once
 	wired := func() { once.Do(func() { close(onWire) }) }
 	began := time.Now()
-	kresp, err := bp.dst.cl.Broker(int(bp.key.broker)).Request(ctx, wireOrdered{req, wired})
+	kresp, err := bp.dst.Client.Broker(int(bp.key.broker)).Request(ctx, kafkareq.WireOrdered{ProduceRequest: req, OnWire: wired})
 	wired()
 	bp.obs.ProduceLatency(time.Since(began))
 	var resp *kmsg.ProduceResponse
@@ -225,74 +218,14 @@ func (bp *brokerProducer) send(req *kmsg.ProduceRequest, items []*produceItem, o
 		}
 		bp.obs.DestinationProduce(bp.key.broker, len(items), int64(bytes))
 	}
-	answers := produceAnswers(resp)
+	answers := kafkareq.ProduceAnswers(resp)
 	for _, it := range items {
 		r := produced{err: err}
 		if err != nil && it.ctx.Err() != nil {
 			r.err = it.ctx.Err()
 		} else if err == nil {
-			r.base, r.err = bp.dst.producedPartition(answers, it.topic, it.id, it.partition)
+			r.base, r.err = bp.dst.ProducedPartition(answers, it.topic, it.id, it.partition)
 		}
 		it.done <- r
 	}
-}
-
-// newProduceRequest is an acks=all produce request, of a replayed transaction when txnID is
-// set.
-func newProduceRequest(txnID *string) *kmsg.ProduceRequest {
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = -1
-	req.TimeoutMillis = produceTimeoutMillis
-	req.TransactionID = txnID
-	return req
-}
-
-// addProduce adds a partition's batch to req's topic at index ti (appended when ti is past
-// the end).
-func addProduce(req *kmsg.ProduceRequest, ti int, topic string, id [16]byte, partition int32, batch []byte) {
-	if ti == len(req.Topics) {
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic, rt.TopicID = topic, id
-		req.Topics = append(req.Topics, rt)
-	}
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = partition
-	rp.Records = batch
-	req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, rp)
-}
-
-// produceAnswers indexes a produce response's partitions. Answers name topics by id (v13+)
-// or by name, never both.
-func produceAnswers(resp *kmsg.ProduceResponse) map[partKey]*kmsg.ProduceResponseTopicPartition {
-	answers := map[partKey]*kmsg.ProduceResponseTopicPartition{}
-	if resp == nil {
-		return answers
-	}
-	for ti := range resp.Topics {
-		t := &resp.Topics[ti]
-		for pi := range t.Partitions {
-			p := &t.Partitions[pi]
-			answers[partKey{t.Topic, t.TopicID, p.Partition}] = p
-		}
-	}
-	return answers
-}
-
-// producedPartition is the base offset the destination assigned to a partition's batch, or
-// its error.
-func (c cluster) producedPartition(answers map[partKey]*kmsg.ProduceResponseTopicPartition, topic string, id [16]byte, partition int32) (int64, error) {
-	p := answers[partKey{topic: topic, partition: partition}]
-	if p == nil {
-		p = answers[partKey{id: id, partition: partition}]
-	}
-	if p == nil {
-		return 0, fmt.Errorf("%s produce to %s[%d]: %w", c.name, topic, partition, errNoAnswer)
-	}
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		if p.ErrorMessage != nil {
-			err = fmt.Errorf("%w: %s", err, *p.ErrorMessage)
-		}
-		return 0, mirrorerr.WrapAuth(c.name, "write to "+topic, err)
-	}
-	return p.BaseOffset, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
@@ -144,21 +145,21 @@ func queuedPartitions(cl *kgo.Client) map[string]bool {
 
 // testPipeline is a pipeline to the leader of c's topic (every partition of a one-broker
 // cluster) and an idempotent producer id to write with.
-func testPipeline(t *testing.T, c *kafkatest.Cluster, topic string, requestsInFlight int) (*brokerProducer, topicMeta, recordbatch.Producer) {
+func testPipeline(t *testing.T, c *kafkatest.Cluster, topic string, requestsInFlight int) (*brokerProducer, kafkareq.TopicMeta, recordbatch.Producer) {
 	t.Helper()
 	ctx := context.Background()
-	dst := newCluster("destination", c.Client(t))
-	meta, err := dst.metadata(ctx, topic, 0)
+	dst := kafkareq.NewCluster("destination", c.Client(t))
+	meta, err := dst.Metadata(ctx, topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	idem, err := dst.initProducerID(ctx, nil, 0)
+	idem, err := dst.InitProducerID(ctx, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := PartitionConfig{ProduceRequestsInFlight: requestsInFlight}
 	cfg.defaults()
-	bp := acquireProducer(dst, meta.leader, &cfg)
+	bp := acquireProducer(dst, meta.Leader, &cfg)
 	t.Cleanup(bp.release)
 	return bp, meta, idem
 }
@@ -197,7 +198,7 @@ func TestProducerKeepsEachPartitionsOrderOnTheWire(t *testing.T) {
 	for i := range batches {
 		for p := range int32(partitions) {
 			done := make(chan produced, 1)
-			bp.enqueue(context.Background(), "ordered", meta.id, p, testBatch(t, idem, int32(i), []byte(strconv.Itoa(i))), done)
+			bp.enqueue(context.Background(), "ordered", meta.ID, p, testBatch(t, idem, int32(i), []byte(strconv.Itoa(i))), done)
 			dones[p] = append(dones[p], done)
 		}
 	}
@@ -230,15 +231,15 @@ func TestProducerErrorAnswersOnlyItsPartition(t *testing.T) {
 	var enqueued atomic.Bool
 	wire := watchProduces(t, c, enqueued.Load, "small", "wide")
 	bp, wide, idem := testPipeline(t, c, "wide", 1)
-	small, err := newCluster("destination", c.Client(t)).metadata(context.Background(), "small", 0)
+	small, err := kafkareq.NewCluster("destination", c.Client(t)).Metadata(context.Background(), "small", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	wide0, tooLarge, wide1 := make(chan produced, 1), make(chan produced, 1), make(chan produced, 1)
-	bp.enqueue(ctx, "wide", wide.id, 0, testBatch(t, idem, 0, []byte("a")), wide0)
-	bp.enqueue(ctx, "small", small.id, 0, testBatch(t, idem, 0, bytes.Repeat([]byte("x"), 5000)), tooLarge)
-	bp.enqueue(ctx, "wide", wide.id, 0, testBatch(t, idem, 1, []byte("b")), wide1)
+	bp.enqueue(ctx, "wide", wide.ID, 0, testBatch(t, idem, 0, []byte("a")), wide0)
+	bp.enqueue(ctx, "small", small.ID, 0, testBatch(t, idem, 0, bytes.Repeat([]byte("x"), 5000)), tooLarge)
+	bp.enqueue(ctx, "wide", wide.ID, 0, testBatch(t, idem, 1, []byte("b")), wide1)
 	enqueued.Store(true)
 	if r := answer(t, tooLarge); !errors.Is(r.err, kerr.MessageTooLarge) {
 		t.Fatalf("the batch over max.message.bytes was answered %+v, want MESSAGE_TOO_LARGE", r)
@@ -415,7 +416,7 @@ func TestProducerWithdrawsOnlyBatchesNotYetSent(t *testing.T) {
 
 	sentCtx, stopSent := context.WithCancel(context.Background())
 	sent := make(chan produced, 1)
-	bp.enqueue(sentCtx, "t", meta.id, 0, testBatch(t, idem, 0, []byte("sent")), sent)
+	bp.enqueue(sentCtx, "t", meta.ID, 0, testBatch(t, idem, 0, []byte("sent")), sent)
 	for deadline := time.Now().Add(30 * time.Second); len(wire.requests()) == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the first batch did not reach the broker within 30 s")
@@ -426,9 +427,9 @@ func TestProducerWithdrawsOnlyBatchesNotYetSent(t *testing.T) {
 	// other's lease ended although its context does not know yet.
 	stoppedCtx, stop := context.WithCancel(context.Background())
 	stopped, lapsed := make(chan produced, 1), make(chan produced, 1)
-	bp.enqueue(stoppedCtx, "t", meta.id, 1, testBatch(t, idem, 0, []byte("stopped")), stopped)
+	bp.enqueue(stoppedCtx, "t", meta.ID, 1, testBatch(t, idem, 0, []byte("stopped")), stopped)
 	leaseCtx := lease.With(context.Background(), endedLease{context.Background()})
-	bp.enqueue(leaseCtx, "t", meta.id, 2, testBatch(t, idem, 0, []byte("lapsed")), lapsed)
+	bp.enqueue(leaseCtx, "t", meta.ID, 2, testBatch(t, idem, 0, []byte("lapsed")), lapsed)
 	stop()
 	if r := answer(t, stopped); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("the stopped partition's batch was answered %+v, want its context's error", r)

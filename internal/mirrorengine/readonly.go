@@ -20,7 +20,7 @@ func readOnlyACL(topic string) *kadm.ACLBuilder {
 // enforceReadOnly makes a mirrored topic read-only when the destination has an authorizer;
 // without one (SECURITY_DISABLED) the offset check still detects foreign writes.
 func (e *Engine) enforceReadOnly(ctx context.Context, topic string) (bool, error) {
-	res, err := e.dst.adm.CreateACLs(ctx, readOnlyACL(topic))
+	res, err := e.dst.Admin.CreateACLs(ctx, readOnlyACL(topic))
 	if err == nil {
 		for _, r := range res {
 			if err = r.Err; err != nil {
@@ -39,7 +39,7 @@ func (e *Engine) enforceReadOnly(ctx context.Context, topic string) (bool, error
 
 // liftReadOnly removes the read-only ACL; nothing to do without an authorizer.
 func (e *Engine) liftReadOnly(ctx context.Context, topic string) error {
-	res, err := e.dst.adm.DeleteACLs(ctx, readOnlyACL(topic))
+	res, err := e.dst.Admin.DeleteACLs(ctx, readOnlyACL(topic))
 	if err == nil {
 		for _, r := range res {
 			if err = r.Err; err != nil {

@@ -19,7 +19,7 @@ func (r *runner) stop(ctx context.Context) error {
 	if err := r.abortOpenTxns(ctx); err != nil {
 		return err
 	}
-	_, end, err := e.dst.offsets(ctx, k.topic, k.partition)
+	_, end, err := e.dst.Offsets(ctx, k.topic, k.partition)
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func (r *runner) stop(ctx context.Context) error {
 func (r *runner) abortOpenTxns(ctx context.Context) error {
 	e, k := r.e, r.key
 	prefix := partitionTxnPrefix(k.mirror, k.topic, k.partition)
-	listed, err := e.dst.adm.ListTransactions(ctx, nil, nil)
+	listed, err := e.dst.Admin.ListTransactions(ctx, nil, nil)
 	if err != nil {
 		return mirrorerr.WrapAuth("destination", "list transactions", err)
 	}
@@ -51,7 +51,7 @@ func (r *runner) abortOpenTxns(ctx context.Context) error {
 		}
 	}
 	if len(ids) > 0 {
-		described, err := e.dst.adm.DescribeTransactions(ctx, ids...)
+		described, err := e.dst.Admin.DescribeTransactions(ctx, ids...)
 		if err != nil {
 			return mirrorerr.WrapAuth("destination", "describe transactions", err)
 		}
@@ -62,7 +62,7 @@ func (r *runner) abortOpenTxns(ctx context.Context) error {
 			if d.State != "Ongoing" {
 				continue
 			}
-			if _, err := e.dst.endTxn(ctx, d.TxnID, recordbatch.Producer{ID: d.ProducerID, Epoch: d.ProducerEpoch}, false); err != nil {
+			if _, err := e.dst.EndTxn(ctx, d.TxnID, recordbatch.Producer{ID: d.ProducerID, Epoch: d.ProducerEpoch}, false); err != nil {
 				return err
 			}
 			r.log.Info("aborted a replayed transaction still open at failover", "transactional_id", d.TxnID)
@@ -71,11 +71,11 @@ func (r *runner) abortOpenTxns(ctx context.Context) error {
 	// Markers land asynchronously on real brokers: wait for the last stable offset.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		lso, err := e.dst.adm.ListCommittedOffsets(ctx, k.topic)
+		lso, err := e.dst.Admin.ListCommittedOffsets(ctx, k.topic)
 		if err != nil {
 			return err
 		}
-		hw, err := e.dst.adm.ListEndOffsets(ctx, k.topic)
+		hw, err := e.dst.Admin.ListEndOffsets(ctx, k.topic)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -151,7 +152,7 @@ func (s *syncer) cycle(ctx context.Context) {
 		errs[SyncErrorTopicMetadata] = err.Error()
 		return
 	}
-	src := newCluster("source", srcCl)
+	src := kafkareq.NewCluster("source", srcCl)
 	id, err := clusterID(ctx, srcCl)
 	if err != nil {
 		errs[SyncErrorTopicMetadata] = fmt.Sprintf("reaching the source cluster: %v", err)
@@ -213,21 +214,21 @@ func (s *syncer) mirroringTopics() []string {
 
 // syncPartitions adds the partitions a source topic gained to the destination topic and
 // starts mirroring them.
-func (s *syncer) syncPartitions(ctx context.Context, src cluster, topics []string) error {
+func (s *syncer) syncPartitions(ctx context.Context, src kafkareq.Cluster, topics []string) error {
 	var problems []string
 	for _, topic := range topics {
-		sm, err := src.metadata(ctx, topic, 0)
+		sm, err := src.Metadata(ctx, topic, 0)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
 		}
-		dm, err := s.e.dst.metadata(ctx, topic, 0)
+		dm, err := s.e.dst.Metadata(ctx, topic, 0)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
 		}
-		if sm.partitions > dm.partitions {
-			resp, err := s.e.dst.adm.UpdatePartitions(ctx, sm.partitions, topic)
+		if sm.Partitions > dm.Partitions {
+			resp, err := s.e.dst.Admin.UpdatePartitions(ctx, sm.Partitions, topic)
 			if err == nil {
 				err = resp.Error()
 			}
@@ -235,8 +236,8 @@ func (s *syncer) syncPartitions(ctx context.Context, src cluster, topics []strin
 				problems = append(problems, fmt.Sprintf("adding partitions to %q: %v", topic, err))
 				continue
 			}
-			s.e.log.Info("destination topic grew with the source", "mirror", s.mirror, "topic", topic, "from", dm.partitions, "to", sm.partitions)
-			if err := s.e.recordNewPartitions(ctx, s.mirror, topic, dm.partitions, sm.partitions); err != nil {
+			s.e.log.Info("destination topic grew with the source", "mirror", s.mirror, "topic", topic, "from", dm.Partitions, "to", sm.Partitions)
+			if err := s.e.recordNewPartitions(ctx, s.mirror, topic, dm.Partitions, sm.Partitions); err != nil {
 				problems = append(problems, err.Error())
 			}
 		}
@@ -249,7 +250,7 @@ func (s *syncer) syncPartitions(ctx context.Context, src cluster, topics []strin
 
 // syncTopicConfigs copies the source topics' explicit overrides (never broker defaults, never
 // the KIP's exclude list or the user's) and removes destination overrides the source dropped.
-func (s *syncer) syncTopicConfigs(ctx context.Context, src cluster, topics, userExcludes []string) error {
+func (s *syncer) syncTopicConfigs(ctx context.Context, src kafkareq.Cluster, topics, userExcludes []string) error {
 	filter, err := newConfigFilter(userExcludes)
 	if err != nil {
 		return err
@@ -257,11 +258,11 @@ func (s *syncer) syncTopicConfigs(ctx context.Context, src cluster, topics, user
 	// Configs that do not travel are neither copied nor removed: the destination's own
 	// (the managed timestamp configs among them) stay.
 	excluded := func(key string) bool { return filter.why(key) != "" }
-	srcCfgs, err := src.adm.DescribeTopicConfigs(ctx, topics...)
+	srcCfgs, err := src.Admin.DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("describing source topic configs: %w", err)
 	}
-	dstCfgs, err := s.e.dst.adm.DescribeTopicConfigs(ctx, topics...)
+	dstCfgs, err := s.e.dst.Admin.DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("describing destination topic configs: %w", err)
 	}
@@ -292,7 +293,7 @@ func (s *syncer) syncTopicConfigs(ctx context.Context, src cluster, topics, user
 			continue
 		}
 		sort.Slice(alter, func(i, j int) bool { return alter[i].Name < alter[j].Name })
-		resp, err := s.e.dst.adm.AlterTopicConfigs(ctx, alter, topic)
+		resp, err := s.e.dst.Admin.AlterTopicConfigs(ctx, alter, topic)
 		if err == nil {
 			for _, r := range resp {
 				if err = r.Err; err != nil {
@@ -329,12 +330,12 @@ func overrides(rcs kadm.ResourceConfigs, topic string) (map[string]*string, erro
 // identical on both clusters), clamped to the destination's valid range and committed with
 // leader epoch -1. Groups with members on the destination are skipped and counted, and a
 // destination offset is never moved backwards.
-func (s *syncer) syncGroupOffsets(ctx context.Context, src cluster, topics []string, cfg mirrorstate.SyncSettings) (skipped int, err error) {
+func (s *syncer) syncGroupOffsets(ctx context.Context, src kafkareq.Cluster, topics []string, cfg mirrorstate.SyncSettings) (skipped int, err error) {
 	include, exclude, err := groupFilters(cfg)
 	if err != nil {
 		return 0, err
 	}
-	listed, err := src.adm.ListGroups(ctx)
+	listed, err := src.Admin.ListGroups(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("listing source groups: %w", err)
 	}
@@ -348,15 +349,15 @@ func (s *syncer) syncGroupOffsets(ctx context.Context, src cluster, topics []str
 		return 0, nil
 	}
 	sort.Strings(groups)
-	described, err := s.e.dst.adm.DescribeGroups(ctx, groups...)
+	described, err := s.e.dst.Admin.DescribeGroups(ctx, groups...)
 	if err != nil {
 		return 0, fmt.Errorf("describing destination groups: %w", err)
 	}
-	starts, err := s.e.dst.adm.ListStartOffsets(ctx, topics...)
+	starts, err := s.e.dst.Admin.ListStartOffsets(ctx, topics...)
 	if err != nil {
 		return 0, fmt.Errorf("listing destination log starts: %w", err)
 	}
-	ends, err := s.e.dst.adm.ListEndOffsets(ctx, topics...)
+	ends, err := s.e.dst.Admin.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		return 0, fmt.Errorf("listing destination end offsets: %w", err)
 	}
@@ -367,7 +368,7 @@ func (s *syncer) syncGroupOffsets(ctx context.Context, src cluster, topics []str
 			s.e.log.Debug("group has members on the destination; its offsets are not synced", "mirror", s.mirror, "group", g)
 			continue
 		}
-		srcOffsets, err := src.adm.FetchOffsetsForTopics(ctx, g, topics...)
+		srcOffsets, err := src.Admin.FetchOffsetsForTopics(ctx, g, topics...)
 		if err == nil {
 			err = srcOffsets.Error()
 		}
@@ -375,7 +376,7 @@ func (s *syncer) syncGroupOffsets(ctx context.Context, src cluster, topics []str
 			problems = append(problems, fmt.Sprintf("group %q on the source: %v", g, err))
 			continue
 		}
-		dstOffsets, err := s.e.dst.adm.FetchOffsetsForTopics(ctx, g, topics...)
+		dstOffsets, err := s.e.dst.Admin.FetchOffsetsForTopics(ctx, g, topics...)
 		if errors.Is(err, kerr.GroupIDNotFound) {
 			dstOffsets, err = kadm.OffsetResponses{}, nil // a group new to the destination
 		}
@@ -402,7 +403,7 @@ func (s *syncer) syncGroupOffsets(ctx context.Context, src cluster, topics []str
 		if len(commit) == 0 {
 			continue
 		}
-		resp, err := s.e.dst.adm.CommitOffsets(ctx, g, commit)
+		resp, err := s.e.dst.Admin.CommitOffsets(ctx, g, commit)
 		if err == nil {
 			err = resp.Error()
 		}
@@ -447,8 +448,8 @@ func matchesAny(res []*regexp.Regexp, s string, emptyMatches bool) bool {
 // syncACLs creates on the destination the source ACLs of the mirrored topics and of the
 // synced groups. It deletes nothing: the destination's own ACLs (read-only enforcement, the
 // worker's, other mirrors') must survive.
-func (s *syncer) syncACLs(ctx context.Context, src cluster, topics []string, cfg mirrorstate.SyncSettings) error {
-	results, err := src.adm.DescribeACLs(ctx, kadm.NewACLs().AnyResource().
+func (s *syncer) syncACLs(ctx context.Context, src kafkareq.Cluster, topics []string, cfg mirrorstate.SyncSettings) error {
+	results, err := src.Admin.DescribeACLs(ctx, kadm.NewACLs().AnyResource().
 		ResourcePatternType(kadm.ACLPatternAny).Operations(kadm.OpAny).Allow().Deny().AllowHosts().DenyHosts())
 	if err == nil {
 		for _, r := range results {
@@ -491,7 +492,7 @@ func (s *syncer) syncACLs(ctx context.Context, src cluster, topics []string, cfg
 				b.Deny(acl.Principal).DenyHosts(acl.Host)
 			}
 			// Creating an ACL that exists is a no-op on the broker.
-			res, err := s.e.dst.adm.CreateACLs(ctx, b)
+			res, err := s.e.dst.Admin.CreateACLs(ctx, b)
 			if err == nil {
 				for _, c := range res {
 					if err = c.Err; err != nil {

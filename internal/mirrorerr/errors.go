@@ -153,24 +153,24 @@ func (e *AuthorizationError) Error() string {
 
 func (e *AuthorizationError) Unwrap() error { return e.Err }
 
-// handling is who deals with a data path error: the one classification the partition's
+// Handling is who deals with a data path error: the one classification the partition's
 // session loop (PartitionMirror.Run) and its runner (FAILED, retryable or not) both follow.
 type Handling int
 
 const (
-	// sessionRetries: transient — a leader moved, a connection dropped, a coordinator loads.
+	// SessionRetries: transient — a leader moved, a connection dropped, a coordinator loads.
 	// The partition stays MIRRORING and its next session starts after a short back-off.
 	SessionRetries Handling = iota
-	// runnerRetries: the partition goes FAILED and its runner retries it with the KIP's
+	// RunnerRetries: the partition goes FAILED and its runner retries it with the KIP's
 	// back-off: trying again at once will not help, time may (an ACL granted, a broker
 	// error that is not transient).
 	RunnerRetries
-	// operatorActs: the partition goes FAILED for good; retrying cannot fix it (diverged
+	// OperatorActs: the partition goes FAILED for good; retrying cannot fix it (diverged
 	// logs, a foreign write, a corrupt batch, a changed source) and the operator must act.
 	OperatorActs
 )
 
-// classify says who deals with err (not nil).
+// Classify says who deals with err (not nil).
 func Classify(err error) Handling {
 	var auth *AuthorizationError
 	switch {
@@ -232,12 +232,12 @@ func needsOperator(err error) bool {
 
 var ErrInvariant = errors.New("mirror invariant broken")
 
-// errUncopyable marks the data path's failures where the destination cannot become (or stay)
+// ErrUncopyable marks the data path's failures where the destination cannot become (or stay)
 // identical to the source and retrying cannot change that: the partition stops with a
 // message naming the offsets and waits for the operator.
 var ErrUncopyable = errors.New("the source cannot be copied exactly")
 
-// authErr turns authorization error codes into an AuthorizationError naming the action.
+// WrapAuth turns authorization error codes into an AuthorizationError naming the action.
 func WrapAuth(cluster, action string, err error) error {
 	if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||

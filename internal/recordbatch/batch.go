@@ -45,7 +45,7 @@ const (
 
 var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// batchKind is what a source batch means for the destination.
+// Kind is what a source batch means for the destination.
 type Kind int
 
 const (
@@ -63,10 +63,10 @@ func (k Kind) String() string {
 	return [...]string{"data", "transactional data", "commit marker", "abort marker", "empty batch"}[k]
 }
 
-// rawBatch is one RecordBatch v2 exactly as the source broker returned it. The data path
+// Batch is one RecordBatch v2 exactly as the source broker returned it. The data path
 // reads its header and forwards its bytes; the payload is only decoded when the batch has
-// offset holes (compaction) and must be re-encoded. splitBatches checks the header, so a
-// rawBatch always holds one whole, checksummed header with sane offsets and count.
+// offset holes (compaction) and must be re-encoded. Split checks the header, so a
+// Batch always holds one whole, checksummed header with sane offsets and count.
 type Batch []byte
 
 func (b Batch) BaseOffset() int64 { return int64(binary.BigEndian.Uint64(b[OffBaseOffset:])) }
@@ -80,17 +80,17 @@ func (b Batch) RecordCount() int32 { return int32(binary.BigEndian.Uint32(b[OffR
 func (b Batch) LeaderEpoch() int32 { return int32(binary.BigEndian.Uint32(b[OffLeaderEpoch:])) }
 func (b Batch) Codec() int16       { return b.Attributes() & AttrCodecMask }
 
-// producer is the batch's producer id, epoch and first sequence.
+// Producer is the batch's producer id, epoch and first sequence.
 func (b Batch) Producer() Producer {
 	return Producer{ID: b.ProducerID(), Epoch: int16(binary.BigEndian.Uint16(b[OffProducerEpoch:])),
 		Sequence: int32(binary.BigEndian.Uint32(b[OffBaseSequence:]))}
 }
 
-// contiguous reports whether the batch holds a record at every offset of its range. Record
+// Contiguous reports whether the batch holds a record at every offset of its range. Record
 // offset deltas strictly increase within [0, lastOffsetDelta], so the header alone tells.
 func (b Batch) Contiguous() bool { return int64(b.LastOffsetDelta())+1 == int64(b.RecordCount()) }
 
-// kind classifies the batch; control batches are classified by their control record.
+// Kind classifies the batch; control batches are classified by their control record.
 func (b Batch) Kind() (Kind, error) {
 	attrs := b.Attributes()
 	switch {
@@ -124,7 +124,7 @@ func (b Batch) corrupt(format string, args ...any) error {
 	return &CorruptError{Offset: b.BaseOffset(), Reason: fmt.Sprintf(format, args...)}
 }
 
-// splitBatches cuts a fetch response's record bytes into whole v2 batches and checks each
+// Split cuts a fetch response's record bytes into whole v2 batches and checks each
 // one's header and CRC. A fetch may end with a partial batch, which is dropped: the next
 // fetch starts at it again.
 func Split(raw []byte) ([]Batch, error) {
@@ -149,7 +149,7 @@ func Split(raw []byte) ([]Batch, error) {
 	return out, nil
 }
 
-// check validates what the data path takes from a whole batch's header: the format, the
+// Check validates what the data path takes from a whole batch's header: the format, the
 // CRC, and offsets and a record count that can be true.
 func (b Batch) Check() error {
 	if magic := b[OffMagic]; magic != 2 {
@@ -171,14 +171,14 @@ func (b Batch) Check() error {
 	return nil
 }
 
-// producerIdentity is what the destination sees as the writer of a forwarded batch.
+// Producer is what the destination sees as the writer of a forwarded batch.
 type Producer struct {
 	ID       int64
 	Epoch    int16
 	Sequence int32
 }
 
-// rewriteBatch makes a contiguous source batch ready to produce to the destination, in
+// Rewrite makes a contiguous source batch ready to produce to the destination, in
 // place: offsets reassigned by the broker from zero, the source producer replaced by ours,
 // LogAppendTime cleared (a client may not send it; records keep their create times), and a
 // new CRC. The compressed payload stays untouched.
@@ -201,7 +201,7 @@ func Rewrite(b Batch, as Producer, transactional bool) []byte {
 // timestamp delta, offset delta, key length, value length and header count.
 const minRecordLen = 7
 
-// records decodes (and decompresses) the batch's records. Every record must re-encode to
+// Records decodes (and decompresses) the batch's records. Every record must re-encode to
 // exactly its bytes, with offset deltas strictly increasing within the batch's range, so
 // that runs and re-encoded batches carry exactly what the source holds.
 func (b Batch) Records() ([]kmsg.Record, error) {
@@ -247,13 +247,13 @@ func (b Batch) Records() ([]kmsg.Record, error) {
 	return recs, nil
 }
 
-// run is a stretch of consecutive offsets of a non-contiguous batch.
+// Run is a stretch of consecutive offsets of a non-contiguous batch.
 type Run struct {
 	Base    int64
 	Records []kmsg.Record
 }
 
-// runs splits a batch with offset holes into its contiguous runs, in offset order.
+// Runs splits a batch with offset holes into its contiguous runs, in offset order.
 func (b Batch) Runs() ([]Run, error) {
 	recs, err := b.Records()
 	if err != nil {
@@ -385,7 +385,7 @@ func init() {
 	}
 }
 
-// batchSpec describes a batch the worker encodes itself (re-encoded runs, filler).
+// Spec describes a batch the worker encodes itself (re-encoded runs, filler).
 type Spec struct {
 	Codec          int16 // 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
 	Transactional  bool
@@ -396,7 +396,7 @@ type Spec struct {
 
 var errEmptyBatch = errors.New("refusing to encode an empty batch")
 
-// encodeBatch builds a v2 batch from records whose OffsetDelta and TimestampDelta64 are
+// Encode builds a v2 batch from records whose OffsetDelta and TimestampDelta64 are
 // relative to offset 0 and spec.firstTimestamp. The payload is compressed with spec.codec.
 func Encode(spec Spec, recs []kmsg.Record) ([]byte, error) {
 	if len(recs) == 0 {
@@ -418,7 +418,7 @@ func Encode(spec Spec, recs []kmsg.Record) ([]byte, error) {
 	return Seal(spec, codec, payload, int32(len(recs)), recs[len(recs)-1].OffsetDelta), nil
 }
 
-// compress compresses an encoded records payload with codec; it returns the codec used
+// Compress compresses an encoded records payload with codec; it returns the codec used
 // (none when compressing would not make it smaller) and the payload to frame.
 func Compress(codec int16, payload []byte) (int16, []byte) {
 	comp := compressors[codec]
@@ -432,7 +432,7 @@ func Compress(codec int16, payload []byte) (int16, []byte) {
 	return codec, append([]byte(nil), compressed...)
 }
 
-// sealBatch frames a records payload, compressed with codec, as a v2 batch of spec.
+// Seal frames a records payload, compressed with codec, as a v2 batch of spec.
 func Seal(spec Spec, codec int16, payload []byte, numRecords, lastOffsetDelta int32) []byte {
 	attrs := codec
 	if spec.Transactional {
@@ -458,7 +458,7 @@ func Seal(spec Spec, codec int16, payload []byte, numRecords, lastOffsetDelta in
 	return raw
 }
 
-// reencodeRun encodes one contiguous run of a compacted source batch as its own batch with
+// ReencodeRun encodes one contiguous run of a compacted source batch as its own batch with
 // the source codec and timestamps, so the destination records keep their offsets and times.
 func ReencodeRun(src Batch, r Run, as Producer, transactional bool) ([]byte, error) {
 	var srcBatch kmsg.RecordBatch
@@ -485,7 +485,7 @@ func ReencodeRun(src Batch, r Run, as Producer, transactional bool) ([]byte, err
 	}, recs)
 }
 
-// fillerBatch encodes n empty records (zstd: well under a byte per offset) that advance an
+// Filler encodes n empty records (zstd: well under a byte per offset) that advance an
 // empty destination partition to the source log start; they are deleted right after with
 // DeleteRecords. Compacted topics reject null keys, so key is set there. The compressed
 // records are encoded once per process for each size, key and codec (fillerPayloads); only

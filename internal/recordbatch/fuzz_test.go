@@ -17,7 +17,7 @@ import (
 // __mirror_state records are fuzzed in store_fuzz_test.go). `go test` runs the seed corpora in testdata/fuzz; `go test -fuzz`
 // explores from them.
 
-// FuzzBatches feeds a fetch answer's record bytes through the codec: splitBatches, kind,
+// FuzzBatches feeds a fetch answer's record bytes through the codec: Split, kind,
 // records, runs, and the re-encoding of runs. With fixCRC the CRCs are made right first, so
 // that mutations reach the record decoding instead of stopping at the checksum.
 func FuzzBatches(f *testing.F) {

@@ -1,4 +1,4 @@
-package mirrorengine
+package kafkareq
 
 import (
 	"context"
@@ -64,9 +64,9 @@ func (e *UnsupportedBrokerError) Error() string {
 		e.Side, e.Broker, strings.Join(e.Missing, "; "), e.Minimum, e.Side)
 }
 
-// checkBrokerVersions asks every broker of cl for its API versions and returns an
+// CheckBrokerVersions asks every broker of cl for its API versions and returns an
 // *UnsupportedBrokerError for the first that lacks a requirement of side.
-func checkBrokerVersions(ctx context.Context, cl *kgo.Client, side string) error {
+func CheckBrokerVersions(ctx context.Context, cl *kgo.Client, side string) error {
 	reqs, minimum := sourceRequirements, MinSourceKafka
 	if side == "destination" {
 		reqs, minimum = destinationRequirements, MinDestinationKafka
