@@ -568,3 +568,24 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// ClusterID asks a cluster for its id (never a cached value: a changed source cluster id
+// must be noticed).
+func ClusterID(ctx context.Context, cl *kgo.Client) (string, error) {
+	resp, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl)
+	if err == nil && resp.ErrorCode != 0 {
+		err = fmt.Errorf("describe cluster: error code %d", resp.ErrorCode)
+	}
+	if err != nil {
+		// Brokers before 2.8 have no DescribeCluster; Metadata carries the id too.
+		meta, merr := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+		if merr != nil {
+			return "", err
+		}
+		if meta.ClusterID == nil {
+			return "", errors.New("the cluster reports no cluster id")
+		}
+		return *meta.ClusterID, nil
+	}
+	return resp.ClusterID, nil
+}

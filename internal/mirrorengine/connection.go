@@ -19,27 +19,6 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 )
 
-// clusterID asks a cluster for its id (never a cached value: a changed source cluster id
-// must be noticed).
-func clusterID(ctx context.Context, cl *kgo.Client) (string, error) {
-	resp, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl)
-	if err == nil && resp.ErrorCode != 0 {
-		err = fmt.Errorf("describe cluster: error code %d", resp.ErrorCode)
-	}
-	if err != nil {
-		// Brokers before 2.8 have no DescribeCluster; Metadata carries the id too.
-		meta, merr := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
-		if merr != nil {
-			return "", err
-		}
-		if meta.ClusterID == nil {
-			return "", errors.New("the cluster reports no cluster id")
-		}
-		return *meta.ClusterID, nil
-	}
-	return resp.ClusterID, nil
-}
-
 // sourceRequestTimeout bounds a one-off exchange with a source cluster: the probe of a
 // create or an update, a listing of its topics.
 const sourceRequestTimeout = 15 * time.Second

@@ -16,11 +16,11 @@ import (
 // connection.
 func waitFlowing(t *testing.T, e *Engine, src, dst *kafkatest.Cluster, topic, tag string) {
 	t.Helper()
-	prod := manualProducer(t, src)
+	prod := src.ManualProducer(t)
 	for p := range int32(2) {
-		produceSync(t, prod, records(topic, p, 40, tag)...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, p, 40, tag)...)
 	}
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 	d := waitState(t, e, "m", topic, 2, partitionstate.StateMirroring)
 	for _, p := range d.Partitions {
 		if p.Error != "" || p.Lag != 0 {

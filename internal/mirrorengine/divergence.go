@@ -1,16 +1,12 @@
 package mirrorengine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/datapath"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
@@ -207,15 +203,15 @@ type partitionProbe struct {
 }
 
 func (p partitionProbe) same(offset int64) (bool, error) {
-	a, err := recordAt(p.ctx, p.src, p.topic, p.partition, offset)
+	a, err := datapath.EntryAt(p.ctx, p.src, p.topic, p.partition, offset)
 	if err != nil {
 		return false, err
 	}
-	b, err := recordAt(p.ctx, p.dst, p.topic, p.partition, offset)
+	b, err := datapath.EntryAt(p.ctx, p.dst, p.topic, p.partition, offset)
 	if err != nil {
 		return false, err
 	}
-	return a.gone || b.gone || a.equal(b), nil
+	return a.Gone || b.Gone || a.Equal(b), nil
 }
 
 // lastData reads the destination backwards in widening windows: the last data record is
@@ -224,8 +220,8 @@ func (p partitionProbe) lastData(from, end int64) (int64, bool, error) {
 	for window := int64(1); ; window *= 16 {
 		lo := max(from, end-window)
 		last := int64(-1)
-		_, err := readRange(p.ctx, p.dst, p.topic, p.partition, lo, end, func(at int64, c offsetContent) {
-			if c.kind == recordbatch.Data || c.kind == recordbatch.TxnData {
+		_, err := datapath.ReadEntries(p.ctx, p.dst, p.topic, p.partition, lo, end, func(at int64, c datapath.Entry) {
+			if c.Kind == recordbatch.Data || c.Kind == recordbatch.TxnData {
 				last = at
 			}
 		})
@@ -233,85 +229,4 @@ func (p partitionProbe) lastData(from, end int64) (int64, bool, error) {
 			return last, last >= 0, err
 		}
 	}
-}
-
-// offsetContent is what one offset holds, as far as consumers can tell.
-type offsetContent struct {
-	kind      recordbatch.Kind
-	gap       bool // no record: a compaction hole or a lone marker's neighbour
-	gone      bool // below the log start: nothing left to compare
-	record    kmsg.Record
-	timestamp int64
-}
-
-func (a offsetContent) equal(b offsetContent) bool {
-	if a.gap || b.gap || a.kind == recordbatch.Abort || b.kind == recordbatch.Abort {
-		// A source gap is an abort marker on the destination; both are invisible.
-		return (a.gap || a.kind == recordbatch.Abort) && (b.gap || b.kind == recordbatch.Abort)
-	}
-	if a.kind != b.kind {
-		return false
-	}
-	if a.kind == recordbatch.Commit {
-		return true // the destination's coordinator stamps the marker with its own time
-	}
-	return a.timestamp == b.timestamp && bytes.Equal(a.record.Key, b.record.Key) && bytes.Equal(a.record.Value, b.record.Value) &&
-		slices.EqualFunc(a.record.Headers, b.record.Headers, func(x, y kmsg.Header) bool {
-			return x.Key == y.Key && bytes.Equal(x.Value, y.Value)
-		})
-}
-
-func recordAt(ctx context.Context, c kafkareq.Cluster, topic string, partition int32, offset int64) (offsetContent, error) {
-	got := offsetContent{gap: true}
-	held, err := readRange(ctx, c, topic, partition, offset, offset+1, func(_ int64, oc offsetContent) { got = oc })
-	if !held {
-		got = offsetContent{gone: true}
-	}
-	return got, err
-}
-
-// readRange calls fn, in offset order, for every record (markers included) the partition
-// holds in [from, end). It reports false, without error, when the log no longer holds from.
-func readRange(ctx context.Context, c kafkareq.Cluster, topic string, partition int32, from, end int64, fn func(int64, offsetContent)) (held bool, err error) {
-	meta, err := c.Metadata(ctx, topic, partition)
-	if err != nil {
-		return false, err
-	}
-	for next := from; next < end; {
-		f, err := c.Fetch(ctx, meta, topic, partition, next, 1<<20)
-		if errors.Is(err, kerr.OffsetOutOfRange) {
-			return next > from, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		at := next
-		for _, b := range f.Batches {
-			if b.LastOffset() < next || b.BaseOffset() >= end {
-				continue
-			}
-			kind, err := b.Kind()
-			if err != nil {
-				return false, err
-			}
-			recs, err := b.Records()
-			if err != nil {
-				return false, err
-			}
-			var hdr kmsg.RecordBatch
-			if err := hdr.ReadFrom(b); err != nil {
-				return false, err
-			}
-			for _, rec := range recs {
-				if o := b.BaseOffset() + int64(rec.OffsetDelta); o >= next && o < end {
-					fn(o, offsetContent{kind: kind, record: rec, timestamp: hdr.FirstTimestamp + rec.TimestampDelta64})
-				}
-			}
-			next = b.LastOffset() + 1
-		}
-		if next == at {
-			break // nothing more below the high watermark
-		}
-	}
-	return true, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/datapath"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
@@ -36,7 +37,7 @@ type Config struct {
 	// SourceOpts are added to every source client (for example timeouts).
 	SourceOpts []kgo.Opt
 	Logger     *slog.Logger
-	Observer   Observer // default: discards
+	Observer   datapath.Observer // default: discards
 	// StallAfter is how long the sessions of a MIRRORING partition may fail before it is
 	// reported stalled; default DefaultStallAfter.
 	StallAfter time.Duration
@@ -97,7 +98,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Observer == nil {
-		cfg.Observer = nopObserver{}
+		cfg.Observer = datapath.NopObserver{}
 	}
 	if cfg.StallAfter <= 0 {
 		cfg.StallAfter = DefaultStallAfter
@@ -108,7 +109,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Retry.Jitter == nil {
 		cfg.Retry.Jitter = func(d time.Duration) time.Duration { return rand.N(d + 1) }
 	}
-	dstID, err := clusterID(ctx, cfg.Destination)
+	dstID, err := kafkareq.ClusterID(ctx, cfg.Destination)
 	if err != nil {
 		return nil, fmt.Errorf("reaching the destination cluster: %w", err)
 	}
@@ -509,7 +510,7 @@ func storeDown(results []TopicResult) error {
 func (e *Engine) probeSource(ctx context.Context, conn mirrorstate.SourceConnection) (string, *CommandError) {
 	var id string
 	cerr := e.withSourceClient(ctx, conn, func(ctx context.Context, cl *kgo.Client) (err error) {
-		if id, err = clusterID(ctx, cl); err != nil {
+		if id, err = kafkareq.ClusterID(ctx, cl); err != nil {
 			return err
 		}
 		return kafkareq.CheckBrokerVersions(ctx, cl, "source")

@@ -93,23 +93,12 @@ func waitState(t *testing.T, e *Engine, mirror, topic string, partitions int, st
 	return d
 }
 
-func endOffsets(t *testing.T, c *kafkatest.Cluster, topic string) map[int32]int64 {
-	t.Helper()
-	ends, err := c.Admin(t).ListEndOffsets(context.Background(), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
-	return out
-}
-
 func TestEngineMirrorPauseResumeStop(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "orders", 3, map[string]*string{"retention.ms": kadm.StringPtr("604800000")})
-	prod := manualProducer(t, src)
+	prod := src.ManualProducer(t)
 	for p := range int32(3) {
-		produceSync(t, prod, records("orders", p, 100, "first")...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records("orders", p, 100, "first")...)
 	}
 	e := openEngine(t, dst)
 	createMirror(t, e, "a-to-b", src)
@@ -117,7 +106,7 @@ func TestEngineMirrorPauseResumeStop(t *testing.T) {
 
 	// The destination topic is created like the source's and mirrored identically.
 	waitState(t, e, "a-to-b", "orders", 3, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "orders", kafkatest.IdenticalWithin)
 
 	// Pause: no fetcher runs, records produced now stay on the source.
 	topicCmd(t, e.PauseMirrorTopics, "a-to-b", "orders")
@@ -125,32 +114,32 @@ func TestEngineMirrorPauseResumeStop(t *testing.T) {
 	if d.MirrorName != "a-to-b.paused" {
 		t.Fatalf("mirror.name %q while paused", d.MirrorName)
 	}
-	before := endOffsets(t, dst, "orders")
-	produceSync(t, prod, records("orders", 1, 50, "paused")...)
+	before := dst.EndOffsets(t, "orders")
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("orders", 1, 50, "paused")...)
 	for _, r := range e.topicRunners("a-to-b", "orders") {
 		if _, fetching := r.progress(); fetching {
 			t.Fatalf("partition %d still fetching while paused", r.key.partition)
 		}
 	}
-	if after := endOffsets(t, dst, "orders"); after[1] != before[1] {
+	if after := dst.EndOffsets(t, "orders"); after[1] != before[1] {
 		t.Fatalf("destination moved from %d to %d while paused", before[1], after[1])
 	}
 
 	topicCmd(t, e.ResumeMirrorTopics, "a-to-b", "orders")
 	waitState(t, e, "a-to-b", "orders", 3, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "orders", kafkatest.IdenticalWithin)
 
 	// A source transaction still open at failover is aborted on the destination.
-	txn := manualProducer(t, src, kgo.TransactionalID("open-at-failover"))
+	txn := src.ManualProducer(t, kgo.TransactionalID("open-at-failover"))
 	if err := txn.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	produceSync(t, txn, records("orders", 2, 5, "open")...)
-	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+	kafkatest.ProduceSync(t, txn, kafkatest.Records("orders", 2, 5, "open")...)
+	kafkatest.WaitIdentical(t, src, dst, "orders", kafkatest.IdenticalWithin)
 
 	topicCmd(t, e.StopMirrorTopics, "a-to-b", "orders")
 	d = waitState(t, e, "a-to-b", "orders", 3, partitionstate.StateStopped)
-	ends := endOffsets(t, dst, "orders")
+	ends := dst.EndOffsets(t, "orders")
 	lso, err := dst.Admin(t).ListCommittedOffsets(context.Background(), "orders")
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +162,7 @@ func TestEngineMirrorPauseResumeStop(t *testing.T) {
 		}
 	}
 	// Failed over: the destination takes writes, and the mirror can be deleted.
-	produceSync(t, manualProducer(t, dst), &kgo.Record{Topic: "orders", Partition: 0, Value: []byte("written after failover")})
+	kafkatest.ProduceSync(t, dst.ManualProducer(t), &kgo.Record{Topic: "orders", Partition: 0, Value: []byte("written after failover")})
 	if err := e.DeleteClusterMirror(context.Background(), "a-to-b"); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +174,7 @@ func TestEngineMirrorPauseResumeStop(t *testing.T) {
 func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
 	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"), kafkatest.User("app", "app-secret"))
 	src.CreateTopic(t, "payments", 1, nil)
-	produceSync(t, manualProducer(t, src), records("payments", 0, 20, "p")...)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("payments", 0, 20, "p")...)
 	e := openEngine(t, dst)
 	if _, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "a-to-b", Source: mirrorstate.SourceConnection{
 		BootstrapServers: src.Addrs(), SASL: &mirrorstate.SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin-secret"},
@@ -194,7 +183,7 @@ func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
 	}
 	start(t, e, "a-to-b", "payments", "")
 	waitState(t, e, "a-to-b", "payments", 1, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "payments", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "payments", kafkatest.IdenticalWithin)
 
 	// The application may write the topic by its own ACLs, yet not while it is mirrored.
 	acl := kadm.NewACLs().Allow("User:app").AllowHosts("*").Topics("payments").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite, kadm.OpDescribe)
@@ -226,13 +215,13 @@ func TestEngineFailback(t *testing.T) {
 	a, b := kafkatest.Pair(t)
 	a.CreateTopic(t, "ledger", 2, nil)
 	for p := range int32(2) {
-		produceSync(t, manualProducer(t, a), records("ledger", p, 200, "from-a")...)
+		kafkatest.ProduceSync(t, a.ManualProducer(t), kafkatest.Records("ledger", p, 200, "from-a")...)
 	}
 	onB := openEngine(t, b)
 	createMirror(t, onB, "a-to-b", a)
 	start(t, onB, "a-to-b", "ledger", "")
 	waitState(t, onB, "a-to-b", "ledger", 2, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, a, b, "ledger", waitIdentical)
+	kafkatest.WaitIdentical(t, a, b, "ledger", kafkatest.IdenticalWithin)
 	idBefore := topicID(t, a, "ledger")
 
 	// Mirroring back is refused while B still mirrors the topic from A.
@@ -248,10 +237,10 @@ func TestEngineFailback(t *testing.T) {
 	waitState(t, onB, "a-to-b", "ledger", 2, partitionstate.StateStopped)
 	// Applications move to B and write there; the retried failback then copies them.
 	for p := range int32(2) {
-		produceSync(t, manualProducer(t, b), records("ledger", p, 30, "from-b")...)
+		kafkatest.ProduceSync(t, b.ManualProducer(t), kafkatest.Records("ledger", p, 30, "from-b")...)
 	}
 	waitState(t, onA, "b-to-a", "ledger", 2, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, b, a, "ledger", waitIdentical)
+	kafkatest.WaitIdentical(t, b, a, "ledger", kafkatest.IdenticalWithin)
 	if topicID(t, a, "ledger") != idBefore {
 		t.Fatal("failback recreated A's topic instead of copying only the new records")
 	}
@@ -260,8 +249,8 @@ func TestEngineFailback(t *testing.T) {
 	topicCmd(t, onA.StopMirrorTopics, "b-to-a", "ledger")
 	waitState(t, onA, "b-to-a", "ledger", 2, partitionstate.StateStopped)
 	for p := range int32(2) {
-		produceSync(t, manualProducer(t, a), records("ledger", p, 10, "a-again")...)
-		produceSync(t, manualProducer(t, b), records("ledger", p, 7, "b-diverged")...)
+		kafkatest.ProduceSync(t, a.ManualProducer(t), kafkatest.Records("ledger", p, 10, "a-again")...)
+		kafkatest.ProduceSync(t, b.ManualProducer(t), kafkatest.Records("ledger", p, 7, "b-diverged")...)
 	}
 
 	start(t, onB, "a-to-b", "ledger", "fail")
@@ -271,7 +260,7 @@ func TestEngineFailback(t *testing.T) {
 	}
 	start(t, onB, "a-to-b", "ledger", "recreate")
 	waitState(t, onB, "a-to-b", "ledger", 2, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, a, b, "ledger", waitIdentical)
+	kafkatest.WaitIdentical(t, a, b, "ledger", kafkatest.IdenticalWithin)
 }
 
 func topicID(t *testing.T, c *kafkatest.Cluster, topic string) [16]byte {
@@ -290,7 +279,7 @@ func TestEngineResumesInterruptedWork(t *testing.T) {
 		t.Run(at.String(), func(t *testing.T) {
 			src, dst := kafkatest.Pair(t)
 			src.CreateTopic(t, "t", 2, nil)
-			produceSync(t, manualProducer(t, src), records("t", 0, 50, "x")...)
+			kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("t", 0, 50, "x")...)
 			e := openEngine(t, dst)
 			createMirror(t, e, "m", src)
 
@@ -321,7 +310,7 @@ func TestEngineResumesInterruptedWork(t *testing.T) {
 			again := openEngine(t, dst)
 			waitState(t, again, "m", "t", 2, want)
 			if want == partitionstate.StateMirroring {
-				kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+				kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
 			}
 		})
 	}
@@ -332,20 +321,20 @@ func TestEngineSourceClusterIDChanged(t *testing.T) {
 	src := kafkatest.New(t, kafkatest.ClusterID("source-one"), kafkatest.Ports(port))
 	dst := kafkatest.New(t, kafkatest.ClusterID("destination"))
 	src.CreateTopic(t, "t", 1, nil)
-	produceSync(t, manualProducer(t, src), records("t", 0, 10, "x")...)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("t", 0, 10, "x")...)
 	e := openEngine(t, dst)
 	if _, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "m", Source: sourceOf(src), Sync: mirrorstate.SyncSettings{Interval: 50 * time.Millisecond}}); err != nil {
 		t.Fatal(err)
 	}
 	start(t, e, "m", "t", "")
 	waitState(t, e, "m", "t", 1, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
 
 	// Another cluster now answers at the source's address.
 	src.Close()
 	other := kafkatest.New(t, kafkatest.ClusterID("source-two"), kafkatest.Ports(port))
 	other.CreateTopic(t, "t", 1, nil)
-	produceSync(t, manualProducer(t, other), records("t", 0, 20, "y")...)
+	kafkatest.ProduceSync(t, other.ManualProducer(t), kafkatest.Records("t", 0, 20, "y")...)
 
 	d := waitState(t, e, "m", "t", 1, partitionstate.StateFailed)
 	p := d.Partitions[0]
@@ -365,18 +354,18 @@ func TestEngineSourceClusterIDChanged(t *testing.T) {
 func TestEngineSourceTopicRecreated(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "t", 1, nil)
-	produceSync(t, manualProducer(t, src), records("t", 0, 10, "x")...)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("t", 0, 10, "x")...)
 	e := openEngine(t, dst)
 	createMirror(t, e, "m", src)
 	start(t, e, "m", "t", "")
 	waitState(t, e, "m", "t", 1, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
 
 	if _, err := src.Admin(t).DeleteTopic(context.Background(), "t"); err != nil {
 		t.Fatal(err)
 	}
 	src.CreateTopic(t, "t", 1, nil)
-	produceSync(t, manualProducer(t, src), records("t", 0, 3, "new")...)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("t", 0, 3, "new")...)
 
 	p := waitState(t, e, "m", "t", 1, partitionstate.StateFailed).Partitions[0]
 	if p.RetryAttempt != -1 || !(strings.Contains(p.Error, "recreated") || strings.Contains(p.Error, "deleted") || strings.Contains(p.Error, "topic id")) {
@@ -501,7 +490,7 @@ func TestEngineReopenReportsSameStates(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	for _, topic := range []string{"running", "resting", "done"} {
 		src.CreateTopic(t, topic, 2, nil)
-		produceSync(t, manualProducer(t, src), records(topic, 1, 10, topic)...)
+		kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records(topic, 1, 10, topic)...)
 	}
 	e := openEngine(t, dst)
 	createMirror(t, e, "m", src)
@@ -524,7 +513,7 @@ func TestEngineReopenReportsSameStates(t *testing.T) {
 	if got := again.ListClusterMirrors(); len(got) != 1 || got[0].SourceClusterID != "source-cluster" || len(got[0].Topics) != 3 {
 		t.Fatalf("reopened mirrors: %+v", got)
 	}
-	kafkatest.WaitIdentical(t, src, dst, "running", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "running", kafkatest.IdenticalWithin)
 }
 
 // The engine is closed and reopened again and again while applications keep producing;
@@ -552,7 +541,7 @@ func TestEngineRestartsUnderContinuousProduction(t *testing.T) {
 	waitState(t, e, "m", "busy", 3, partitionstate.StateMirroring)
 	for range 8 {
 		eventually(t, "some mirroring progress", func() error {
-			if ends := endOffsets(t, dst, "busy"); ends[0]+ends[1]+ends[2] == 0 {
+			if ends := dst.EndOffsets(t, "busy"); ends[0]+ends[1]+ends[2] == 0 {
 				return fmt.Errorf("nothing mirrored yet")
 			}
 			return nil
@@ -566,7 +555,7 @@ func TestEngineRestartsUnderContinuousProduction(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, e, "m", "busy", 3, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "busy", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "busy", kafkatest.IdenticalWithin)
 }
 
 func TestEngineMirrorSecretsAndSyncOnlyUpdate(t *testing.T) {
@@ -613,12 +602,12 @@ func TestEnginePauseClosesReplayedTransactions(t *testing.T) {
 	start(t, e, "a-to-b", "payments", "")
 	waitState(t, e, "a-to-b", "payments", 1, partitionstate.StateMirroring)
 
-	txn := manualProducer(t, src, kgo.TransactionalID("open-at-pause"))
+	txn := src.ManualProducer(t, kgo.TransactionalID("open-at-pause"))
 	if err := txn.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	produceSync(t, txn, records("payments", 0, 5, "open")...)
-	kafkatest.WaitIdentical(t, src, dst, "payments", waitIdentical)
+	kafkatest.ProduceSync(t, txn, kafkatest.Records("payments", 0, 5, "open")...)
+	kafkatest.WaitIdentical(t, src, dst, "payments", kafkatest.IdenticalWithin)
 
 	ctx := context.Background()
 	topicCmd(t, e.PauseMirrorTopics, "a-to-b", "payments")
@@ -631,12 +620,12 @@ func TestEnginePauseClosesReplayedTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, e, "a-to-b", "payments", 1, partitionstate.StatePaused)
-	kafkatest.WaitIdentical(t, src, dst, "payments", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "payments", kafkatest.IdenticalWithin)
 	lso, err := dst.Admin(t).ListCommittedOffsets(ctx, "payments")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o, _ := lso.Lookup("payments", 0); o.Offset != endOffsets(t, dst, "payments")[0] {
-		t.Fatalf("paused with a replayed transaction open: last stable offset %d, end %d", o.Offset, endOffsets(t, dst, "payments")[0])
+	if o, _ := lso.Lookup("payments", 0); o.Offset != dst.EndOffsets(t, "payments")[0] {
+		t.Fatalf("paused with a replayed transaction open: last stable offset %d, end %d", o.Offset, dst.EndOffsets(t, "payments")[0])
 	}
 }

@@ -7,18 +7,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/datapath"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
-	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
-
-// txnIDPrefix starts every destination transactional id the data path uses.
-const txnIDPrefix = "kafkamirror."
-
-// partitionTxnPrefix starts every destination transactional id of one mirrored partition:
-// its replayed transactions (…<source pid>) and its lone markers (…gap).
-func partitionTxnPrefix(mirror, topic string, partition int32) string {
-	return fmt.Sprintf("%s%s.%s.%d.", txnIDPrefix, mirror, topic, partition)
-}
 
 // ForeignTransactionError is a destination partition whose tail is a transaction left open
 // by a producer that is not a mirror's: at failover an exactly-once application's
@@ -73,7 +64,7 @@ func (e *Engine) foreignOpenTransaction(ctx context.Context, topic string, parti
 	}
 	var first *ForeignTransactionError
 	for pid, start := range open {
-		if strings.HasPrefix(names[pid], txnIDPrefix) {
+		if strings.HasPrefix(names[pid], datapath.TxnIDPrefix) {
 			continue // ours: the data path adopts it
 		}
 		if first == nil || start < first.Start {
@@ -81,23 +72,4 @@ func (e *Engine) foreignOpenTransaction(ctx context.Context, topic string, parti
 		}
 	}
 	return first, nil
-}
-
-// checkLastEntry compares the destination's last entry with the source's at the same offset
-// when a session starts: a destination that no longer lines up (a coordinator abort, a source
-// rewritten by an unclean leader election, another writer) fails with the offset instead of
-// being written past. An offset compacted away on either side proves nothing.
-func (s *session) checkLastEntry(ctx context.Context, at int64) error {
-	dst, err := recordAt(ctx, s.m.dst, s.cfg.Topic, s.cfg.Partition, at)
-	if err != nil || dst.gap || dst.gone {
-		return err
-	}
-	src, err := recordAt(ctx, s.m.src, s.cfg.Topic, s.cfg.Partition, at)
-	if err != nil || src.gap || src.gone || src.equal(dst) {
-		return err
-	}
-	if dst.kind == recordbatch.Abort {
-		return &mirrorerr.CoordinatorAbortError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String()}
-	}
-	return &mirrorerr.LastEntryMismatchError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Offset: at, Source: src.kind.String(), Destination: dst.kind.String()}
 }

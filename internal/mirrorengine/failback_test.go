@@ -40,21 +40,21 @@ func failbackOverOpenTransaction(t *testing.T, a, b *kafkatest.Cluster, endAppTx
 	t.Helper()
 	const topic = "payments"
 	a.CreateTopic(t, topic, 1, nil)
-	produceSync(t, manualProducer(t, a), records(topic, 0, 40, "plain")...)
-	app := manualProducer(t, a, append([]kgo.Opt{kgo.TransactionalID("payments-app")}, appOpts...)...)
+	kafkatest.ProduceSync(t, a.ManualProducer(t), kafkatest.Records(topic, 0, 40, "plain")...)
+	app := a.ManualProducer(t, append([]kgo.Opt{kgo.TransactionalID("payments-app")}, appOpts...)...)
 	if err := app.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	produceSync(t, app, records(topic, 0, 5, "in-flight")...)
+	kafkatest.ProduceSync(t, app, kafkatest.Records(topic, 0, 5, "in-flight")...)
 
 	onB := openEngine(t, b)
 	createMirror(t, onB, "a-to-b", a)
 	start(t, onB, "a-to-b", topic, "")
 	waitState(t, onB, "a-to-b", topic, 1, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, a, b, topic, waitIdentical)
+	kafkatest.WaitIdentical(t, a, b, topic, kafkatest.IdenticalWithin)
 	topicCmd(t, onB.StopMirrorTopics, "a-to-b", topic) // failover with the app's transaction open on A
 	waitState(t, onB, "a-to-b", topic, 1, partitionstate.StateStopped)
-	produceSync(t, manualProducer(t, b), records(topic, 0, 25, "on-b")...)
+	kafkatest.ProduceSync(t, b.ManualProducer(t), kafkatest.Records(topic, 0, 25, "on-b")...)
 
 	onA := openEngine(t, a)
 	createMirror(t, onA, "b-to-a", b)
@@ -65,5 +65,5 @@ func failbackOverOpenTransaction(t *testing.T, a, b *kafkatest.Cluster, endAppTx
 	}
 	endAppTxn(app)
 	waitState(t, onA, "b-to-a", topic, 1, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, b, a, topic, waitIdentical)
+	kafkatest.WaitIdentical(t, b, a, topic, kafkatest.IdenticalWithin)
 }

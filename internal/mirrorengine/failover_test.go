@@ -48,12 +48,12 @@ func continuesExactly(t *testing.T, src, dst *kafkatest.Cluster, group, topic st
 
 func produceNumbered(t *testing.T, c *kafkatest.Cluster, topic string, from, n int) {
 	t.Helper()
-	prod := manualProducer(t, c)
+	prod := c.ManualProducer(t)
 	var recs []*kgo.Record
 	for i := from; i < from+n; i++ {
 		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(fmt.Sprintf("record-%04d", i))})
 	}
-	produceSync(t, prod, recs...)
+	kafkatest.ProduceSync(t, prod, recs...)
 }
 
 func TestEngineFailoverSyncsGroupOffsetsAfterTheLastRecord(t *testing.T) {
@@ -63,7 +63,7 @@ func TestEngineFailoverSyncsGroupOffsetsAfterTheLastRecord(t *testing.T) {
 	e := groupMirror(t, src, dst, "orders")
 	read := kafkatest.Values(src.ConsumeAndCommit(t, "billing", "orders", 37)) // mid-stream, after the sync's first cycle
 	produceNumbered(t, src, "orders", 100, 20)
-	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "orders", kafkatest.IdenticalWithin)
 
 	res, err := e.StopMirrorTopics(context.Background(), "m", []string{"orders"})
 	if err != nil || res[0].Err != nil {
@@ -105,7 +105,7 @@ func TestEnginePromoteWaitsForLagZeroThenStops(t *testing.T) {
 		t.Fatalf("final sync %q", res[0].FinalSync)
 	}
 	waitState(t, e, "m", "orders", 2, partitionstate.StateStopped)
-	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "orders", kafkatest.IdenticalWithin)
 	continuesExactly(t, src, dst, "billing", "orders", read, 100)
 }
 

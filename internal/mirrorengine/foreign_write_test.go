@@ -19,14 +19,14 @@ func TestEngineForeignWriteFailsAtOnce(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	ctx := context.Background()
 	src.CreateTopic(t, "orders", 1, nil)
-	produceSync(t, manualProducer(t, src), records("orders", 0, 70, "a")...)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("orders", 0, 70, "a")...)
 	e := openEngine(t, dst)
 	createMirror(t, e, "m", src)
 	start(t, e, "m", "orders", "fail")
-	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "orders", kafkatest.IdenticalWithin)
 	waitState(t, e, "m", "orders", 1, partitionstate.StateMirroring)
 
-	produceSync(t, manualProducer(t, dst), &kgo.Record{Topic: "orders", Partition: 0, Value: []byte("foreign")})
+	kafkatest.ProduceSync(t, dst.ManualProducer(t), &kgo.Record{Topic: "orders", Partition: 0, Value: []byte("foreign")})
 	d, err := e.DescribeMirrorTopic(ctx, "m", "orders")
 	if err != nil {
 		t.Fatal(err)

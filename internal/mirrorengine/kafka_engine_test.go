@@ -44,15 +44,15 @@ func destinationTopicsForDR(t *testing.T, version string) {
 		t.Fatal(err)
 	}
 	src.WaitTopic(t, topic, 3)
-	prod := manualProducer(t, src)
-	produceSync(t, prod, records(topic, 0, 50, "a")...)
-	produceSync(t, prod, &kgo.Record{Topic: topic, Partition: 1, Value: []byte("from the future"), Timestamp: time.Now().Add(2 * time.Hour)})
+	prod := src.ManualProducer(t)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 50, "a")...)
+	kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: topic, Partition: 1, Value: []byte("from the future"), Timestamp: time.Now().Add(2 * time.Hour)})
 
 	e := openEngine(t, dst)
 	createMirror(t, e, "dr", src)
 	start(t, e, "dr", topic, "fail")
 	waitState(t, e, "dr", topic, 3, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 
 	// Each config left out is reported with its reason.
 	d, err := e.DescribeMirrorTopic(ctx, "dr", topic)

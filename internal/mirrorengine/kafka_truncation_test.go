@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/datapath"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 )
@@ -29,7 +30,7 @@ func TestKafkaMirrorFailsOnSourceTruncation(t *testing.T) {
 	dst := kafkatest.Shared(t, "destination-"+versions[0], kafkatest.Kafka(versions[0]))
 	kafkatest.Tally(t, src.Broker()+" (3 brokers, unclean leader election) → "+dst.Broker())
 	ctx := context.Background()
-	topic := topicFor(t, "")
+	topic := kafkatest.TopicFor(t, "")
 	adm := src.Admin(t)
 	res, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{
 		"min.insync.replicas":            kadm.StringPtr("1"),
@@ -46,19 +47,19 @@ func TestKafkaMirrorFailsOnSourceTruncation(t *testing.T) {
 	leader, follower := replicas(t, adm, topic)
 	t.Cleanup(func() { src.RestartBroker(t, leader); src.RestartBroker(t, follower) })
 
-	prod := manualProducer(t, src, kgo.RequiredAcks(kgo.AllISRAcks()))
-	produceSync(t, prod, records(topic, 0, 100, "both")...)
-	m := NewPartitionMirror(src.Client(t), dst.Client(t), PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: true})
+	prod := src.ManualProducer(t, kgo.RequiredAcks(kgo.AllISRAcks()))
+	kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 100, "both")...)
+	m := datapath.NewPartitionMirror(src.Client(t), dst.Client(t), datapath.PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: true})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- m.Run(runCtx) }()
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 
 	// Only the leader takes the next records; the mirror copies them.
 	src.StopBroker(t, follower)
 	waitISR(t, adm, topic, []int32{leader})
-	produceSync(t, prod, records(topic, 0, 50, "leader-only")...)
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 50, "leader-only")...)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -77,7 +78,7 @@ func TestKafkaMirrorFailsOnSourceTruncation(t *testing.T) {
 		r := res[topic][0]
 		return r.Err == nil || errors.Is(r.Err, kerr.ElectionNotNeeded)
 	})
-	produceSync(t, prod, records(topic, 0, 80, "rewritten")...)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 80, "rewritten")...)
 	src.RestartBroker(t, leader)
 
 	// Both must fail by themselves; the bound only keeps a wrong outcome from hanging.
@@ -88,7 +89,7 @@ func TestKafkaMirrorFailsOnSourceTruncation(t *testing.T) {
 	if !errors.As(err, &trunc) || trunc.Epoch != copiedEpoch || trunc.EpochEnd != 100 || trunc.DestinationEnd != 150 {
 		t.Fatalf("restarted mirror: %v, want the source epoch %d ending at 100 below the destination end 150", err, copiedEpoch)
 	}
-	fresh := NewPartitionMirror(src.Client(t), dst.Client(t), PartitionConfig{Mirror: "m1", Topic: topic})
+	fresh := datapath.NewPartitionMirror(src.Client(t), dst.Client(t), datapath.PartitionConfig{Mirror: "m1", Topic: topic})
 	err = fresh.Run(bounded)
 	var last *mirrorerr.LastEntryMismatchError
 	if !errors.As(err, &last) || last.Offset != 149 {

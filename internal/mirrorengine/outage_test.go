@@ -21,9 +21,9 @@ import (
 func TestEngineSourceBlackhole(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "orders", 2, nil)
-	prod := manualProducer(t, src)
+	prod := src.ManualProducer(t)
 	for p := range int32(2) {
-		produceSync(t, prod, records("orders", p, 50, "before")...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records("orders", p, 50, "before")...)
 	}
 	proxy := kafkatest.NewProxy(t, src)
 
@@ -43,12 +43,12 @@ func TestEngineSourceBlackhole(t *testing.T) {
 	}
 	start(t, e, "m", "orders", "")
 	waitState(t, e, "m", "orders", 2, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "orders", kafkatest.IdenticalWithin)
 	before := time.Now()
 
 	proxy.Blackhole()
 	for p := range int32(2) {
-		produceSync(t, prod, records("orders", p, 30, "during")...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records("orders", p, 30, "during")...)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -76,7 +76,7 @@ func TestEngineSourceBlackhole(t *testing.T) {
 	}
 
 	proxy.Heal()
-	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "orders", kafkatest.IdenticalWithin)
 	d := waitState(t, e, "m", "orders", 2, partitionstate.StateMirroring)
 	deadline = time.Now().Add(30 * time.Second)
 	for len(e.StalledPartitions()) > 0 || d.Partitions[0].Error != "" || d.Partitions[1].Error != "" || len(d.Partitions[0].Unreachable) > 0 {

@@ -28,7 +28,7 @@ func (r *runner) prepare(ctx context.Context) error {
 		return err
 	}
 	src := kafkareq.NewCluster("source", srcCl)
-	id, err := clusterID(ctx, srcCl)
+	id, err := kafkareq.ClusterID(ctx, srcCl)
 	if err != nil {
 		return fmt.Errorf("reaching the source cluster: %w", err)
 	}

@@ -21,15 +21,15 @@ func mirrored(t *testing.T, partitions int32, n int) (src, dst *kafkatest.Cluste
 	t.Helper()
 	src, dst = kafkatest.Pair(t)
 	src.CreateTopic(t, "t", partitions, nil)
-	prod = manualProducer(t, src)
+	prod = src.ManualProducer(t)
 	for p := range partitions {
-		produceSync(t, prod, records("t", p, n, "first")...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records("t", p, n, "first")...)
 	}
 	e = openEngine(t, dst)
 	createMirror(t, e, "m", src)
 	start(t, e, "m", "t", "")
 	waitState(t, e, "m", "t", int(partitions), partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
 	return src, dst, e, prod
 }
 
@@ -71,26 +71,26 @@ func TestEngineRestartFailedWhileMirroring(t *testing.T) {
 			src, dst, e, prod := mirrored(t, 3, 60)
 			// Partition 1 ends with a committed transaction: the destination's last offset is
 			// a marker the destination's coordinator wrote with its own timestamp.
-			txn := manualProducer(t, src, kgo.TransactionalID("restart-txn"))
+			txn := src.ManualProducer(t, kgo.TransactionalID("restart-txn"))
 			if err := txn.BeginTransaction(); err != nil {
 				t.Fatal(err)
 			}
-			produceSync(t, txn, records("t", 1, 5, "txn")...)
+			kafkatest.ProduceSync(t, txn, kafkatest.Records("t", 1, 5, "txn")...)
 			if err := txn.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
 				t.Fatal(err)
 			}
-			kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+			kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
 			id := topicID(t, dst, "t")
 
 			failWhileMirroring(t, e, "m", "t", 1)
 			for p := range int32(3) {
-				produceSync(t, prod, records("t", p, 40, "after")...)
+				kafkatest.ProduceSync(t, prod, kafkatest.Records("t", p, 40, "after")...)
 			}
 			healthy := stateEpochs(e, "m", "t")
 
 			start(t, e, "m", "t", divergence)
 			waitState(t, e, "m", "t", 3, partitionstate.StateMirroring)
-			kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+			kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
 			if topicID(t, dst, "t") != id {
 				t.Fatal("the destination topic was recreated, though it was a prefix of the source")
 			}
@@ -113,7 +113,7 @@ func TestEngineRecreateOnlyAfterEveryPartitionStopped(t *testing.T) {
 	topicCmd(t, e.StopMirrorTopics, "m", "t")
 	waitState(t, e, "m", "t", 3, partitionstate.StateStopped)
 
-	produceSync(t, manualProducer(t, dst), records("t", 0, 5, "foreign")...) // partition 0 only
+	kafkatest.ProduceSync(t, dst.ManualProducer(t), kafkatest.Records("t", 0, 5, "foreign")...) // partition 0 only
 	start(t, e, "m", "t", "fail")
 	eventually(t, "partition 0 FAILED, the others MIRRORING", func() error {
 		d, err := e.DescribeMirrorTopic(context.Background(), "m", "t")
@@ -135,7 +135,7 @@ func TestEngineRecreateOnlyAfterEveryPartitionStopped(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; ctx.Err() == nil; i++ {
-			recs := append(records("t", 1, 5, fmt.Sprint("busy-", i)), records("t", 2, 5, fmt.Sprint("busy-", i))...)
+			recs := append(kafkatest.Records("t", 1, 5, fmt.Sprint("busy-", i)), kafkatest.Records("t", 2, 5, fmt.Sprint("busy-", i))...)
 			if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil && ctx.Err() == nil {
 				t.Errorf("producing: %v", err)
 				return
@@ -162,9 +162,9 @@ func TestEngineRecreateOnlyAfterEveryPartitionStopped(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	before := endOffsets(t, dst, "t")
+	before := dst.EndOffsets(t, "t")
 	eventually(t, "the healthy partitions writing", func() error {
-		if after := endOffsets(t, dst, "t"); after[1] == before[1] || after[2] == before[2] {
+		if after := dst.EndOffsets(t, "t"); after[1] == before[1] || after[2] == before[2] {
 			return fmt.Errorf("destination ends %v, then %v", before, after)
 		}
 		return nil
@@ -182,7 +182,7 @@ func TestEngineRecreateOnlyAfterEveryPartitionStopped(t *testing.T) {
 	}
 	stopProducing()
 	wg.Wait()
-	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
 }
 
 // A partition that does not stop writing in time (here: stuck in PREPARING) makes
@@ -191,10 +191,10 @@ func TestEngineRecreateRefusedWhileAPartitionIsBusy(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "t", 2, nil)
 	for p := range int32(2) {
-		produceSync(t, manualProducer(t, src), records("t", p, 20, "a")...)
+		kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("t", p, 20, "a")...)
 	}
 	dst.CreateTopic(t, "t", 2, nil)
-	produceSync(t, manualProducer(t, dst), records("t", 0, 3, "foreign")...) // never mirrored
+	kafkatest.ProduceSync(t, dst.ManualProducer(t), kafkatest.Records("t", 0, 3, "foreign")...) // never mirrored
 
 	release := make(chan struct{})
 	var once sync.Once
@@ -231,7 +231,7 @@ func TestEngineRecreateRefusedWhileAPartitionIsBusy(t *testing.T) {
 	waitState(t, e, "m", "t", 2, partitionstate.StateFailed)
 	start(t, e, "m", "t", "recreate")
 	waitState(t, e, "m", "t", 2, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
 	if topicID(t, dst, "t") == id {
 		t.Fatal("the diverged destination topic was not recreated")
 	}
@@ -248,14 +248,14 @@ func TestEngineContinuesAfterLosingPartitionRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p := range int32(2) {
-		produceSync(t, prod, records("t", p, 30, "b")...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records("t", p, 30, "b")...)
 	}
 	again := openEngine(t, dst)
 	if n := len(again.store.Partitions("m", "t")); n != 0 {
 		t.Fatalf("%d partition records left", n)
 	}
 	waitState(t, again, "m", "t", 2, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
 	if topicID(t, dst, "t") != id {
 		t.Fatal("the destination topic was recreated")
 	}

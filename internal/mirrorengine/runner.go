@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/datapath"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -36,7 +37,7 @@ type runner struct {
 	held bool
 
 	// The running partition mirror, while fetching, and the state epoch it started in.
-	mirror      *PartitionMirror
+	mirror      *datapath.PartitionMirror
 	mirrorEpoch int32
 	stopMirror  context.CancelFunc
 	mirrorDone  chan struct{}
@@ -76,11 +77,11 @@ func (r *runner) Status() partitionstate.Status {
 }
 
 // progress returns the running mirror's position, if fetching.
-func (r *runner) progress() (Progress, bool) {
+func (r *runner) progress() (datapath.Progress, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mirror == nil {
-		return Progress{}, false
+		return datapath.Progress{}, false
 	}
 	return r.mirror.Progress(), true
 }
@@ -267,12 +268,12 @@ func (r *runner) startFetching() error {
 	}
 	rec, _ := r.e.store.Mirror(r.key.mirror)
 	tc, _ := r.e.store.TopicConfig(r.key.topic)
-	m := NewPartitionMirror(src, r.e.cfg.Destination, PartitionConfig{
+	m := datapath.NewPartitionMirror(src, r.e.cfg.Destination, datapath.PartitionConfig{
 		Mirror: r.key.mirror, Topic: r.key.topic, Partition: r.key.partition, Logger: r.e.log,
 		SourceClusterID: rec.SourceClusterID, SourceTopicID: tc.SourceTopicID, Observer: sessionWatch{r.e.cfg.Observer, r},
 		Source: func() (*kgo.Client, error) { return r.e.source(r.key.mirror) },
 	})
-	m.lastEpoch.Store(r.lastEpoch)
+	m.SetLastMirroredEpoch(r.lastEpoch)
 	ctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan struct{})
 	epoch := r.Status().StateEpoch
@@ -385,7 +386,7 @@ func (r *runner) stopFetching() {
 // sessionWatch is what a runner's partition mirror reports to: the engine's observer, and
 // the runner, which keeps the session failures for the stalled detail.
 type sessionWatch struct {
-	Observer
+	datapath.Observer
 	r *runner
 }
 

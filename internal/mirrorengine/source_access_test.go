@@ -21,7 +21,7 @@ func TestEngineSourceNeedsOnlyReadAccess(t *testing.T) {
 	// The source's own __mirror_state exists (it mirrors something elsewhere), unreadable
 	// for the reader.
 	src.CreateTopic(t, mirrorstate.DefaultStoreTopic, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
-	produceSync(t, manualProducer(t, src), records("orders", 0, 30, "a")...)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("orders", 0, 30, "a")...)
 	acls := kadm.NewACLs().Allow("User:reader").AllowHosts().
 		Topics("orders").Operations(kadm.OpRead, kadm.OpDescribe, kadm.OpDescribeConfigs).
 		ResourcePatternType(kadm.ACLPatternLiteral)
@@ -43,5 +43,5 @@ func TestEngineSourceNeedsOnlyReadAccess(t *testing.T) {
 	}
 	start(t, e, "m", "orders", "fail")
 	waitState(t, e, "m", "orders", 2, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "orders", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "orders", kafkatest.IdenticalWithin)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/datapath"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
@@ -39,7 +40,7 @@ func (r *runner) stop(ctx context.Context) error {
 // waits until no transaction holds the partition's last stable offset back.
 func (r *runner) abortOpenTxns(ctx context.Context) error {
 	e, k := r.e, r.key
-	prefix := partitionTxnPrefix(k.mirror, k.topic, k.partition)
+	prefix := datapath.PartitionTxnPrefix(k.mirror, k.topic, k.partition)
 	listed, err := e.dst.Admin.ListTransactions(ctx, nil, nil)
 	if err != nil {
 		return mirrorerr.WrapAuth("destination", "list transactions", err)

@@ -153,7 +153,7 @@ func (s *syncer) cycle(ctx context.Context) {
 		return
 	}
 	src := kafkareq.NewCluster("source", srcCl)
-	id, err := clusterID(ctx, srcCl)
+	id, err := kafkareq.ClusterID(ctx, srcCl)
 	if err != nil {
 		errs[SyncErrorTopicMetadata] = fmt.Sprintf("reaching the source cluster: %v", err)
 		return

@@ -119,9 +119,9 @@ func TestSyncGroupOffsetsFailover(t *testing.T) {
 	for i := range 200 {
 		recs = append(recs, &kgo.Record{Topic: "events", Partition: int32(i % 2), Value: []byte(strconv.Itoa(i))})
 	}
-	produceSync(t, manualProducer(t, src), recs...)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), recs...)
 	e := syncedMirror(t, src, dst, "events", 2, nil)
-	kafkatest.WaitIdentical(t, src, dst, "events", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "events", kafkatest.IdenticalWithin)
 
 	seen := map[string]bool{}
 	consume := func(c *kafkatest.Cluster, n int) {
@@ -182,7 +182,7 @@ func TestSyncSkipsActiveDestinationGroup(t *testing.T) {
 	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"))
 	src.CreateTopic(t, "events", 1, nil)
 	dst.CreateTopic(t, "side", 1, nil)
-	produceSync(t, manualProducer(t, src), records("events", 0, 20, "e")...)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("events", 0, 20, "e")...)
 	// The group is busy on the destination (consuming another topic there).
 	member := dst.Client(t, kgo.ConsumerGroup("busy"), kgo.ConsumeTopics("side"))
 	eventually(t, "destination group has a member", func() error {
@@ -255,15 +255,15 @@ func TestSyncACLs(t *testing.T) {
 func TestSyncAddsPartitions(t *testing.T) {
 	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"))
 	src.CreateTopic(t, "growing", 1, nil)
-	prod := manualProducer(t, src)
-	produceSync(t, prod, records("growing", 0, 30, "a")...)
+	prod := src.ManualProducer(t)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("growing", 0, 30, "a")...)
 	e := syncedMirror(t, src, dst, "growing", 1, nil)
-	kafkatest.WaitIdentical(t, src, dst, "growing", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "growing", kafkatest.IdenticalWithin)
 
 	if _, err := src.Admin(t).UpdatePartitions(context.Background(), 3, "growing"); err != nil {
 		t.Fatal(err)
 	}
-	produceSync(t, manualProducer(t, src), records("growing", 2, 40, "new")...) // a client that sees 3 partitions
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("growing", 2, 40, "new")...) // a client that sees 3 partitions
 	waitState(t, e, "m", "growing", 3, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "growing", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "growing", kafkatest.IdenticalWithin)
 }

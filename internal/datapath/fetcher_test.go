@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 import (
 	"context"
@@ -162,21 +162,21 @@ func TestMirrorOneFetchCarriesEveryPartitionOfABroker(t *testing.T) {
 	src.CreateTopic(t, "wide", 8, nil)
 	dst.CreateTopic(t, "wide", 8, nil)
 	fetches := watchFetches(t, src, "wide")
-	prod := manualProducer(t, src)
+	prod := src.ManualProducer(t)
 	sc := src.Client(t)
 	run := startMirrorClients(context.Background(), t, sc, dst.Client(t), "wide", 8, true)
 	for p := range int32(8) {
-		produceSync(t, prod, records("wide", p, 50, "a")...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records("wide", p, 50, "a")...)
 	}
-	kafkatest.WaitIdentical(t, src, dst, "wide", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "wide", kafkatest.IdenticalWithin)
 	waitSession(t, sc, 0, partitionNames("wide", 8))
 	requireIdleFetches(t, fetches)
 
 	// A record in one partition still arrives while the others keep waiting, and only its
 	// partition is listed again (at its new offset).
 	mark := fetches.mark()
-	produceSync(t, prod, records("wide", 5, 1, "b")...)
-	kafkatest.WaitIdentical(t, src, dst, "wide", waitIdentical)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("wide", 5, 1, "b")...)
+	kafkatest.WaitIdentical(t, src, dst, "wide", kafkatest.IdenticalWithin)
 	for _, f := range fetches.since(t, mark, 1) {
 		if len(f.parts) > 0 && !slices.Equal(f.parts, []string{"wide/5"}) {
 			t.Fatalf("a fetch after a record in wide/5 lists %v, want only wide/5", f.parts)
@@ -194,31 +194,31 @@ func TestFetcherPartitionsJoinAndLeave(t *testing.T) {
 		dst.CreateTopic(t, topic, 3, nil)
 	}
 	fetches := watchFetches(t, src, "stays", "joins")
-	prod := manualProducer(t, src)
+	prod := src.ManualProducer(t)
 	write := func(topic, tag string) {
 		for p := range int32(3) {
-			produceSync(t, prod, records(topic, p, 20, tag)...)
+			kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, p, 20, tag)...)
 		}
 	}
 	sc, dc := src.Client(t), dst.Client(t)
 	stays := startMirrorClients(context.Background(), t, sc, dc, "stays", 3, true)
 	write("stays", "a")
-	kafkatest.WaitIdentical(t, src, dst, "stays", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "stays", kafkatest.IdenticalWithin)
 	waitSession(t, sc, 0, partitionNames("stays", 3))
 	requireIdleFetches(t, fetches)
 
 	joins := startMirrorClients(context.Background(), t, sc, dc, "joins", 3, true)
 	write("joins", "a")
 	write("stays", "b")
-	kafkatest.WaitIdentical(t, src, dst, "joins", waitIdentical)
-	kafkatest.WaitIdentical(t, src, dst, "stays", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "joins", kafkatest.IdenticalWithin)
+	kafkatest.WaitIdentical(t, src, dst, "stays", kafkatest.IdenticalWithin)
 	waitSession(t, sc, 0, append(partitionNames("stays", 3), partitionNames("joins", 3)...))
 	requireIdleFetches(t, fetches)
 
 	mark := fetches.mark()
 	joins.stop(t)
 	write("stays", "c")
-	kafkatest.WaitIdentical(t, src, dst, "stays", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "stays", kafkatest.IdenticalWithin)
 	waitSession(t, sc, 0, partitionNames("stays", 3))
 	var forgotten []string
 	for _, f := range fetches.since(t, mark, 1) {
@@ -240,13 +240,13 @@ func TestFetcherEndsWithItsLastPartition(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "t", 2, nil)
 	dst.CreateTopic(t, "t", 2, nil)
-	prod := manualProducer(t, src)
+	prod := src.ManualProducer(t)
 	for p := range int32(2) {
-		produceSync(t, prod, records("t", p, 10, "a")...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records("t", p, 10, "a")...)
 	}
 	sc := src.Client(t)
 	run := startMirrorClients(context.Background(), t, sc, dst.Client(t), "t", 2, true)
-	kafkatest.WaitIdentical(t, src, dst, "t", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
 	fetchersOf := func(cl *kgo.Client) int {
 		fetchers.mu.Lock()
 		defer fetchers.mu.Unlock()
@@ -287,16 +287,16 @@ func TestFetcherRecoversFromSessionErrors(t *testing.T) {
 			src.CreateTopic(t, "s", 4, nil)
 			dst.CreateTopic(t, "s", 4, nil)
 			fetches := watchFetches(t, src, "s")
-			prod := manualProducer(t, src)
+			prod := src.ManualProducer(t)
 			write := func(tag string) {
 				for p := range int32(4) {
-					produceSync(t, prod, records("s", p, 30, tag)...)
+					kafkatest.ProduceSync(t, prod, kafkatest.Records("s", p, 30, tag)...)
 				}
 			}
 			sc := src.Client(t)
 			run := startMirrorClients(context.Background(), t, sc, dst.Client(t), "s", 4, true)
 			write("a")
-			kafkatest.WaitIdentical(t, src, dst, "s", waitIdentical)
+			kafkatest.WaitIdentical(t, src, dst, "s", kafkatest.IdenticalWithin)
 			waitSession(t, sc, 0, partitionNames("s", 4))
 
 			var mu sync.Mutex
@@ -323,9 +323,9 @@ func TestFetcherRecoversFromSessionErrors(t *testing.T) {
 			})
 			mark := fetches.mark()
 			write("b")
-			kafkatest.WaitIdentical(t, src, dst, "s", waitIdentical)
+			kafkatest.WaitIdentical(t, src, dst, "s", kafkatest.IdenticalWithin)
 			write("c")
-			kafkatest.WaitIdentical(t, src, dst, "s", waitIdentical)
+			kafkatest.WaitIdentical(t, src, dst, "s", kafkatest.IdenticalWithin)
 			mu.Lock()
 			if !kicked || (tc.full && sessionless < 2) {
 				t.Fatalf("the fault served %v and %d full fetches; want the session's loss and, without free slots, every fetch full", kicked, sessionless)
@@ -344,7 +344,7 @@ func TestFetcherRecoversFromSessionErrors(t *testing.T) {
 			// Once the broker has slots again, the next full fetch starts a session.
 			mark = fetches.mark()
 			write("d")
-			kafkatest.WaitIdentical(t, src, dst, "s", waitIdentical)
+			kafkatest.WaitIdentical(t, src, dst, "s", kafkatest.IdenticalWithin)
 			waitSession(t, sc, 0, partitionNames("s", 4))
 			for n := 1; !slices.ContainsFunc(fetches.since(t, mark, n), func(f seenFetch) bool { return f.epoch > 0 }); n++ {
 				// until an incremental fetch follows
@@ -357,7 +357,7 @@ func TestFetcherRecoversFromSessionErrors(t *testing.T) {
 
 // bufferObserver keeps the most each partition's fetch-ahead buffer held.
 type bufferObserver struct {
-	nopObserver
+	NopObserver
 	mu  sync.Mutex
 	max map[int32]int64
 }
@@ -418,7 +418,7 @@ func TestFetcherSlowPartitionStallsNobody(t *testing.T) {
 
 func TestKafkaFetcherSlowPartitionStallsNobody(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, _ *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		src.CreateTopic(t, topic, 3, nil)
 		slowPartitionScenario(t, src, topic)
 	})
@@ -427,14 +427,14 @@ func TestKafkaFetcherSlowPartitionStallsNobody(t *testing.T) {
 // slowPartitionScenario reads partitions 1 and 2 of topic (3 partitions, one leader) through
 // their fetcher while partition 0's reader takes nothing.
 func slowPartitionScenario(t *testing.T, src *kafkatest.Cluster, topic string) {
-	prod := manualProducer(t, src)
+	prod := src.ManualProducer(t)
 	write := func(tag string) map[int32]int64 {
 		for p := range int32(3) {
 			for range 20 { // batches of ~1.5 KiB
-				produceSync(t, prod, records(topic, p, 20, tag)...)
+				kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, p, 20, tag)...)
 			}
 		}
-		return endOffsets(t, src, topic)
+		return src.EndOffsets(t, topic)
 	}
 
 	// Written first: a real broker may not know a new topic's leader epoch yet.
@@ -501,8 +501,8 @@ func TestFetcherFollowsLeadersMidStream(t *testing.T) {
 		}
 	}
 
-	prod := manualProducer(t, src)
-	ctx, cancel := context.WithTimeout(context.Background(), waitIdentical)
+	prod := src.ManualProducer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.IdenticalWithin)
 	defer cancel()
 	stop := make(chan struct{})
 	produced := make(chan error, 1)
@@ -515,7 +515,7 @@ func TestFetcherFollowsLeadersMidStream(t *testing.T) {
 			default:
 			}
 			p := int32(i % partitions)
-			if err := prod.ProduceSync(ctx, records("moving", p, 10, fmt.Sprintf("r%d", i))...).FirstErr(); err != nil {
+			if err := prod.ProduceSync(ctx, kafkatest.Records("moving", p, 10, fmt.Sprintf("r%d", i))...).FirstErr(); err != nil {
 				produced <- err
 				return
 			}
@@ -533,7 +533,7 @@ func TestFetcherFollowsLeadersMidStream(t *testing.T) {
 	if moved == 0 {
 		t.Fatal("no leader moved")
 	}
-	kafkatest.WaitIdentical(t, src, dst, "moving", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "moving", kafkatest.IdenticalWithin)
 	run.stop(t)
 }
 
@@ -567,16 +567,16 @@ func TestKafkaFetchWithoutSessionSlots(t *testing.T) {
 }
 
 func fetchSessionScenario(t *testing.T, src, dst *kafkatest.Cluster, sessions bool) {
-	topic := topicFor(t, "")
+	topic := kafkatest.TopicFor(t, "")
 	const partitions = 8
 	createBoth(t, src, dst, topic, partitions, nil)
-	prod := manualProducer(t, src)
+	prod := src.ManualProducer(t)
 	sc := src.Client(t)
 	run := startMirrorClients(context.Background(), t, sc, dst.Client(t), topic, partitions, true)
 	for p := range int32(partitions) {
-		produceSync(t, prod, records(topic, p, 50, "a")...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, p, 50, "a")...)
 	}
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 	meta, err := kafkareq.NewCluster("source", sc).Metadata(context.Background(), topic, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -601,8 +601,8 @@ func fetchSessionScenario(t *testing.T, src, dst *kafkatest.Cluster, sessions bo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	produceSync(t, prod, records(topic, 5, 1, "b")...)
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 5, 1, "b")...)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 	run.stop(t)
 }
 

@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 import (
 	"bytes"
@@ -22,10 +22,10 @@ func TestMirrorFillerFitsDestinationLimits(t *testing.T) {
 		"compression.type":  kadm.StringPtr("uncompressed"),
 	})
 	advanceSource(t, src, "small", 1_500_000)
-	produceSync(t, manualProducer(t, src), records("small", 0, 50, "x")...)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("small", 0, 50, "x")...)
 
 	run := startMirror(t, src, dst, "small", 1, true)
-	kafkatest.WaitIdentical(t, src, dst, "small", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "small", kafkatest.IdenticalWithin)
 	run.stop(t)
 }
 
@@ -35,9 +35,9 @@ func TestMirrorBatchLargerThanDestinationAllows(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "large", 1, nil)
 	dst.CreateTopic(t, "large", 1, map[string]*string{"max.message.bytes": kadm.StringPtr("2000")})
-	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.NoCompression()))
-	produceSync(t, prod, &kgo.Record{Topic: "large", Value: []byte("small")})
-	produceSync(t, prod, &kgo.Record{Topic: "large", Value: bytes.Repeat([]byte("x"), 10_000)})
+	prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: "large", Value: []byte("small")})
+	kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: "large", Value: bytes.Repeat([]byte("x"), 10_000)})
 
 	run := startMirror(t, src, dst, "large", 1, true)
 	err := run.waitErr(t, 0)

@@ -1,4 +1,8 @@
-package mirrorengine
+// Package datapath copies one source partition to its destination partition, offset for offset:
+// the partition session (fetch, write plan, produce, transaction replay, gap markers), the
+// per-broker fetchers and produce pipelines it shares with other partitions, and the pure
+// write planner that decides what to write.
+package datapath
 
 import (
 	"context"
@@ -74,7 +78,7 @@ func (c *PartitionConfig) defaults() {
 		c.Logger = slog.Default()
 	}
 	if c.Observer == nil {
-		c.Observer = nopObserver{}
+		c.Observer = NopObserver{}
 	}
 }
 
@@ -143,6 +147,10 @@ func NewPartitionMirror(source, destination *kgo.Client, cfg PartitionConfig) *P
 
 // LastMirroredEpoch is the source leader epoch of the last batch copied, -1 if unknown.
 func (m *PartitionMirror) LastMirroredEpoch() int32 { return m.lastEpoch.Load() }
+
+// SetLastMirroredEpoch hands a new mirror of the partition the source leader epoch of the
+// last batch an earlier one copied, so its first session checks the source's lineage.
+func (m *PartitionMirror) SetLastMirroredEpoch(epoch int32) { m.lastEpoch.Store(epoch) }
 
 // Progress returns the latest known position.
 func (m *PartitionMirror) Progress() Progress {
@@ -406,7 +414,7 @@ func (s *session) prepare(ctx context.Context) error {
 func (s *session) checkSource(ctx context.Context) error {
 	// The cluster first: another cluster at the address also has other topic ids.
 	if want := s.cfg.SourceClusterID; want != "" {
-		got, err := clusterID(ctx, s.m.src.Client)
+		got, err := kafkareq.ClusterID(ctx, s.m.src.Client)
 		if err != nil {
 			return err
 		}
@@ -422,9 +430,18 @@ func (s *session) checkSource(ctx context.Context) error {
 	return nil
 }
 
+// TxnIDPrefix starts every destination transactional id the data path uses.
+const TxnIDPrefix = "kafkamirror."
+
+// PartitionTxnPrefix starts every destination transactional id of one mirrored partition:
+// its replayed transactions (…<source pid>) and its lone markers (…gap).
+func PartitionTxnPrefix(mirror, topic string, partition int32) string {
+	return fmt.Sprintf("%s%s.%s.%d.", TxnIDPrefix, mirror, topic, partition)
+}
+
 // txnPrefix is the prefix of every destination transactional id of this partition.
 func (s *session) txnPrefix() string {
-	return partitionTxnPrefix(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition)
+	return PartitionTxnPrefix(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition)
 }
 
 // The partition's destination transactional ids end in the source producer id of a replayed

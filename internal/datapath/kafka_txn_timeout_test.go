@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 import (
 	"context"
@@ -24,14 +24,14 @@ func TestKafkaMirrorDestinationAbortsAReplayedTransaction(t *testing.T) {
 			src := kafkatest.Shared(t, "source-"+kafkatest.KafkaNewest, kafkatest.Kafka(kafkatest.KafkaNewest))
 			dst := kafkatest.New(t, kafkatest.Kafka(v), kafkatest.BrokerConfig("transaction.max.timeout.ms", "5000"))
 			kafkatest.Tally(t, src.Broker()+" → "+dst.Broker()+" (transaction.max.timeout.ms 5 s)")
-			topic := topicFor(t, "")
+			topic := kafkatest.TopicFor(t, "")
 			createBoth(t, src, dst, topic, 1, nil)
-			produceSync(t, manualProducer(t, src), records(topic, 0, 10, "before")...)
-			app := manualProducer(t, src, kgo.TransactionalID(topic+".app"), kgo.TransactionTimeout(time.Minute))
+			kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records(topic, 0, 10, "before")...)
+			app := src.ManualProducer(t, kgo.TransactionalID(topic+".app"), kgo.TransactionTimeout(time.Minute))
 			if err := app.BeginTransaction(); err != nil {
 				t.Fatal(err)
 			}
-			produceSync(t, app, records(topic, 0, 3, "long-open")...)
+			kafkatest.ProduceSync(t, app, kafkatest.Records(topic, 0, 3, "long-open")...)
 			run := startMirror(t, src, dst, topic, 1, true)
 
 			// The destination coordinator aborts the replayed transaction after 5 s.

@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 // The produce side of the data path: one pipeline per destination broker (per destination
 // client and leader), as Kafka's own producer has. One ProduceRequest per source batch cost a

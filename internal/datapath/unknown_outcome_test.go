@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestMirrorProduceWithUnknownOutcome(t *testing.T) {
 
 func TestKafkaMirrorProduceWithUnknownOutcome(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		unknownOutcome(t, src, dst, topicFor(t, ""))
+		unknownOutcome(t, src, dst, kafkatest.TopicFor(t, ""))
 	})
 }
 
@@ -34,15 +34,15 @@ func faultyMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string) (*kaf
 	t.Helper()
 	src.CreateTopic(t, topic, 1, nil)
 	dst.CreateTopic(t, topic, 1, nil)
-	prod := manualProducer(t, src)
-	produceSync(t, prod, records(topic, 0, 100, "before")...)
+	prod := src.ManualProducer(t)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 100, "before")...)
 
 	faults := &kafkatest.ProduceFaults{}
 	m := NewPartitionMirror(src.Client(t), dst.Client(t, faults.Opt()), PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: true})
 	ctx, stop := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- m.Run(ctx) }()
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 	return faults, prod, errc, stop
 }
 
@@ -52,19 +52,19 @@ func unknownOutcome(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 
 	faults.HoldNext(time.Second)
 	for i := range 5 {
-		produceSync(t, prod, records(topic, 0, 20, fmt.Sprint("held-", i))...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 20, fmt.Sprint("held-", i))...)
 	}
 	kafkatest.WaitUntil(t, 30*time.Second, "the held produce to be delivered", func() bool { return faults.Delivered() == 1 })
 	// A held batch appended again would stand past the source's end.
-	produceSync(t, prod, records(topic, 0, 10, "after-held")...)
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 10, "after-held")...)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 
 	faults.DropNextAnswer()
 	for i := range 5 {
-		produceSync(t, prod, records(topic, 0, 20, fmt.Sprint("dropped-", i))...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 20, fmt.Sprint("dropped-", i))...)
 	}
 	kafkatest.WaitUntil(t, 30*time.Second, "a produce answer to be dropped", func() bool { return faults.Fired() == 2 })
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 	select {
 	case err := <-errc:
 		t.Fatalf("the mirror stopped: %v", err)
@@ -83,7 +83,7 @@ func TestMirrorUnknownOutcomeAcrossWorkers(t *testing.T) {
 
 func TestKafkaMirrorUnknownOutcomeAcrossWorkers(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		unknownOutcomeAcrossWorkers(t, src, dst, topicFor(t, ""))
+		unknownOutcomeAcrossWorkers(t, src, dst, kafkatest.TopicFor(t, ""))
 	})
 }
 
@@ -91,7 +91,7 @@ func unknownOutcomeAcrossWorkers(t *testing.T, src, dst *kafkatest.Cluster, topi
 	faults, prod, errc, kill := faultyMirror(t, src, dst, topic)
 
 	faults.HoldNext(3 * time.Second)
-	produceSync(t, prod, records(topic, 0, 20, "held")...)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 20, "held")...)
 	kafkatest.WaitUntil(t, 30*time.Second, "a produce to be held", func() bool { return faults.Fired() == 1 })
 	kill()
 	if err := <-errc; err != nil {
@@ -103,8 +103,8 @@ func unknownOutcomeAcrossWorkers(t *testing.T, src, dst *kafkatest.Cluster, topi
 	go func() { errc <- next.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-errc })
 	kafkatest.WaitUntil(t, 30*time.Second, "the held produce to be delivered", func() bool { return faults.Delivered() == 1 })
-	produceSync(t, prod, records(topic, 0, 10, "after")...)
-	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 10, "after")...)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 	select {
 	case err := <-errc:
 		t.Fatalf("the next worker's mirror stopped: %v", err)

@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 import (
 	"context"
@@ -38,12 +38,12 @@ func TestMirrorSourceTruncated(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "truncated", 1, nil)
 	dst.CreateTopic(t, "truncated", 1, nil)
-	produceSync(t, manualProducer(t, src), records("truncated", 0, 50, "x")...)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("truncated", 0, 50, "x")...)
 	m := NewPartitionMirror(src.Client(t), dst.Client(t), PartitionConfig{Mirror: "m1", Topic: "truncated", FirstStart: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	kafkatest.WaitIdentical(t, src, dst, "truncated", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "truncated", kafkatest.IdenticalWithin)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

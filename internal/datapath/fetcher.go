@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 // The fetch side of the data path: one fetcher per source broker (per source client), as
 // Kafka's own replica fetchers have. A broker answers one request per connection at a time,

@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 import (
 	"bytes"
@@ -22,8 +22,6 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
-
-const waitIdentical = 60 * time.Second
 
 // mirrorRun is a set of partition mirrors running in the background.
 type mirrorRun struct {
@@ -104,49 +102,20 @@ func (r *mirrorRun) waitErr(t *testing.T, p int32) error {
 	return nil
 }
 
-func produceSync(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
-	t.Helper()
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-}
-
-// records makes n records for partition p with keys, values, headers and (deliberately
-// non-monotonic) timestamps that the destination must keep.
-func records(topic string, p int32, n int, tag string) []*kgo.Record {
-	base := time.Now().Add(-time.Hour)
-	out := make([]*kgo.Record, n)
-	for i := range out {
-		out[i] = &kgo.Record{
-			Topic:     topic,
-			Partition: p,
-			Key:       []byte(fmt.Sprintf("%s-key-%d", tag, i%17)),
-			Value:     bytes.Repeat([]byte(fmt.Sprintf("%s-value-%d;", tag, i)), 1+i%5),
-			Headers:   []kgo.RecordHeader{{Key: "i", Value: []byte(strconv.Itoa(i))}},
-			Timestamp: base.Add(time.Duration((i*7919)%1000) * time.Millisecond),
-		}
-	}
-	return out
-}
-
-func manualProducer(t *testing.T, c *kafkatest.Cluster, opts ...kgo.Opt) *kgo.Client {
-	return c.Client(t, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5 * time.Millisecond)}, opts...)...)
-}
-
 func TestMirrorPlainRecords(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "plain", 2, nil)
 	dst.CreateTopic(t, "plain", 2, nil)
-	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.NoCompression()))
-	produceSync(t, prod, records("plain", 0, 500, "a")...)
-	produceSync(t, prod, records("plain", 1, 300, "b")...)
+	prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("plain", 0, 500, "a")...)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("plain", 1, 300, "b")...)
 
 	run := startMirror(t, src, dst, "plain", 2, true)
-	kafkatest.WaitIdentical(t, src, dst, "plain", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "plain", kafkatest.IdenticalWithin)
 
 	// Mirroring is continuous: later records follow.
-	produceSync(t, prod, records("plain", 1, 200, "c")...)
-	kafkatest.WaitIdentical(t, src, dst, "plain", waitIdentical)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("plain", 1, 200, "c")...)
+	kafkatest.WaitIdentical(t, src, dst, "plain", kafkatest.IdenticalWithin)
 	if p := run.mirrors[1].Progress(); p.Lag() != 0 || p.DestinationEnd != 500 {
 		t.Fatalf("progress %+v, want destination end 500 and no lag", p)
 	}
@@ -158,13 +127,13 @@ func TestMirrorCompressedBatchesAreNotRecompressed(t *testing.T) {
 		src, dst := kafkatest.Pair(t)
 		src.CreateTopic(t, "compressed", 1, nil)
 		dst.CreateTopic(t, "compressed", 1, nil)
-		prod := manualProducer(t, src, kgo.ProducerBatchCompression(codec))
+		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(codec))
 		for i := range 10 {
-			produceSync(t, prod, records("compressed", 0, 200, fmt.Sprint("z", i))...)
+			kafkatest.ProduceSync(t, prod, kafkatest.Records("compressed", 0, 200, fmt.Sprint("z", i))...)
 		}
 
 		run := startMirror(t, src, dst, "compressed", 1, true)
-		kafkatest.WaitIdentical(t, src, dst, "compressed", waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, "compressed", kafkatest.IdenticalWithin)
 		run.stop(t)
 
 		srcBatches := rawBatches(t, src, "compressed", 0)
@@ -235,10 +204,10 @@ func TestMirrorManyRecordsAcrossEightPartitions(t *testing.T) {
 		recs = append(recs, &kgo.Record{Topic: "many", Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf("value-%08d", i))})
 	}
 	// Produce half before and half while mirroring.
-	produceSync(t, prod, recs[:total/2]...)
+	kafkatest.ProduceSync(t, prod, recs[:total/2]...)
 	run := startMirror(t, src, dst, "many", 8, true)
-	produceSync(t, prod, recs[total/2:]...)
-	kafkatest.WaitIdentical(t, src, dst, "many", 2*waitIdentical)
+	kafkatest.ProduceSync(t, prod, recs[total/2:]...)
+	kafkatest.WaitIdentical(t, src, dst, "many", 2*kafkatest.IdenticalWithin)
 	run.stop(t)
 }
 
@@ -248,18 +217,18 @@ func TestMirrorSourceWithLogStartAhead(t *testing.T) {
 	dst.CreateTopic(t, "advanced", 1, nil)
 	const logStart = 10_000_000
 	advanceSource(t, src, "advanced", logStart)
-	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
-	produceSync(t, prod, records("advanced", 0, 300, "x")...)
+	prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("advanced", 0, 300, "x")...)
 
 	run := startMirror(t, src, dst, "advanced", 1, true)
-	kafkatest.WaitIdentical(t, src, dst, "advanced", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "advanced", kafkatest.IdenticalWithin)
 
 	// Later source log start moves are propagated.
 	if _, err := src.Admin(t).DeleteRecords(context.Background(), kadm.Offsets{"advanced": {0: {Topic: "advanced", At: logStart + 120, LeaderEpoch: -1}}}); err != nil {
 		t.Fatal(err)
 	}
-	produceSync(t, prod, records("advanced", 0, 10, "y")...)
-	kafkatest.WaitIdentical(t, src, dst, "advanced", waitIdentical)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("advanced", 0, 10, "y")...)
+	kafkatest.WaitIdentical(t, src, dst, "advanced", kafkatest.IdenticalWithin)
 	run.stop(t)
 }
 
@@ -298,14 +267,14 @@ func TestMirrorCompactedSourceWithHoles(t *testing.T) {
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	src.CreateTopic(t, "compacted", 1, compact)
 	dst.CreateTopic(t, "compacted", 1, compact)
-	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	// Keys overwritten across and inside batches, so compaction leaves holes in batches.
 	for round := range 5 {
 		var recs []*kgo.Record
 		for i := range 40 {
 			recs = append(recs, &kgo.Record{Topic: "compacted", Key: []byte(fmt.Sprintf("k%d", (i*round)%13)), Value: []byte(fmt.Sprintf("r%d-%d", round, i))})
 		}
-		produceSync(t, prod, recs...)
+		kafkatest.ProduceSync(t, prod, recs...)
 	}
 	src.Fake().Compact()
 	holes := false
@@ -315,10 +284,10 @@ func TestMirrorCompactedSourceWithHoles(t *testing.T) {
 	if !holes {
 		t.Fatal("compaction left no batch with holes; the scenario does not test what it should")
 	}
-	produceSync(t, prod, records("compacted", 0, 20, "after")...)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("compacted", 0, 20, "after")...)
 
 	run := startMirror(t, src, dst, "compacted", 1, true)
-	kafkatest.WaitIdentical(t, src, dst, "compacted", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "compacted", kafkatest.IdenticalWithin)
 	run.stop(t)
 }
 
@@ -330,18 +299,18 @@ func TestMirrorLongRunOfHolesUsesSeveralGapWriters(t *testing.T) {
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	src.CreateTopic(t, "holes", 1, compact)
 	dst.CreateTopic(t, "holes", 1, compact)
-	prod := manualProducer(t, src)
-	produceSync(t, prod, &kgo.Record{Topic: "holes", Key: []byte("a"), Value: []byte("first")})
+	prod := src.ManualProducer(t)
+	kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: "holes", Key: []byte("a"), Value: []byte("first")})
 	var overwritten []*kgo.Record
 	for i := range 61 {
 		overwritten = append(overwritten, &kgo.Record{Topic: "holes", Key: []byte("b"), Value: []byte(fmt.Sprint(i))})
 	}
-	produceSync(t, prod, overwritten...)
-	produceSync(t, prod, &kgo.Record{Topic: "holes", Key: []byte("c"), Value: []byte("last")})
+	kafkatest.ProduceSync(t, prod, overwritten...)
+	kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: "holes", Key: []byte("c"), Value: []byte("last")})
 	src.Fake().Compact()
 
 	run := startMirror(t, src, dst, "holes", 1, true)
-	kafkatest.WaitIdentical(t, src, dst, "holes", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "holes", kafkatest.IdenticalWithin)
 	run.stop(t)
 	listed, err := dst.Admin(t).ListTransactions(context.Background(), nil, nil)
 	if err != nil {
@@ -349,7 +318,7 @@ func TestMirrorLongRunOfHolesUsesSeveralGapWriters(t *testing.T) {
 	}
 	var gapWriterIDs []string
 	for id := range listed {
-		if strings.HasPrefix(id, partitionTxnPrefix("m1", "holes", 0)+gapTxnSuffix) {
+		if strings.HasPrefix(id, PartitionTxnPrefix("m1", "holes", 0)+gapTxnSuffix) {
 			gapWriterIDs = append(gapWriterIDs, id)
 		}
 	}
@@ -362,10 +331,10 @@ func TestMirrorInterleavedTransactions(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "txns", 1, nil)
 	dst.CreateTopic(t, "txns", 1, nil)
-	plain := manualProducer(t, src)
+	plain := src.ManualProducer(t)
 	var txn [3]*kgo.Client
 	for i := range txn {
-		txn[i] = manualProducer(t, src, kgo.TransactionalID(fmt.Sprintf("app-%d", i)))
+		txn[i] = src.ManualProducer(t, kgo.TransactionalID(fmt.Sprintf("app-%d", i)))
 	}
 	ctx := context.Background()
 	begin := func(i int) {
@@ -378,16 +347,16 @@ func TestMirrorInterleavedTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write := func(i int, tag string) { produceSync(t, txn[i], records("txns", 0, 3, tag)...) }
+	write := func(i int, tag string) { kafkatest.ProduceSync(t, txn[i], kafkatest.Records("txns", 0, 3, tag)...) }
 
-	produceSync(t, plain, records("txns", 0, 5, "plain1")...)
+	kafkatest.ProduceSync(t, plain, kafkatest.Records("txns", 0, 5, "plain1")...)
 	begin(0)
 	begin(1)
 	begin(2)
 	write(0, "t0a")
 	write(1, "t1a")
 	write(2, "t2a")
-	produceSync(t, plain, records("txns", 0, 2, "plain2")...)
+	kafkatest.ProduceSync(t, plain, kafkatest.Records("txns", 0, 2, "plain2")...)
 	write(0, "t0b")
 	end(0, kgo.TryCommit)
 	write(1, "t1b")
@@ -398,13 +367,13 @@ func TestMirrorInterleavedTransactions(t *testing.T) {
 	end(0, kgo.TryAbort)
 
 	run := startMirror(t, src, dst, "txns", 1, true)
-	kafkatest.WaitIdentical(t, src, dst, "txns", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "txns", kafkatest.IdenticalWithin)
 
 	// The open transaction is committed later; the mirror follows.
 	write(2, "t2c")
 	end(2, kgo.TryCommit)
-	produceSync(t, plain, records("txns", 0, 3, "plain3")...)
-	kafkatest.WaitIdentical(t, src, dst, "txns", waitIdentical)
+	kafkatest.ProduceSync(t, plain, kafkatest.Records("txns", 0, 3, "plain3")...)
+	kafkatest.WaitIdentical(t, src, dst, "txns", kafkatest.IdenticalWithin)
 	run.stop(t)
 }
 
@@ -413,21 +382,21 @@ func TestMirrorFollowsSourceLeaderChange(t *testing.T) {
 	dst := kafkatest.New(t, kafkatest.ClusterID("destination-cluster"), kafkatest.Brokers(3))
 	src.CreateTopic(t, "moving", 3, nil)
 	dst.CreateTopic(t, "moving", 3, nil)
-	prod := manualProducer(t, src)
+	prod := src.ManualProducer(t)
 	for p := range int32(3) {
-		produceSync(t, prod, records("moving", p, 200, "before")...)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records("moving", p, 200, "before")...)
 	}
 	run := startMirror(t, src, dst, "moving", 3, true)
-	kafkatest.WaitIdentical(t, src, dst, "moving", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "moving", kafkatest.IdenticalWithin)
 
 	for i := range 3 {
 		src.Fake().ShufflePartitionLeaders()
 		dst.Fake().ShufflePartitionLeaders()
 		for p := range int32(3) {
-			produceSync(t, prod, records("moving", p, 100, fmt.Sprintf("after%d", i))...)
+			kafkatest.ProduceSync(t, prod, kafkatest.Records("moving", p, 100, fmt.Sprintf("after%d", i))...)
 		}
 	}
-	kafkatest.WaitIdentical(t, src, dst, "moving", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "moving", kafkatest.IdenticalWithin)
 	run.stop(t)
 }
 
@@ -437,15 +406,15 @@ func TestMirrorKilledAndRestarted(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "crashy", 2, nil)
 	dst.CreateTopic(t, "crashy", 2, nil)
-	plain := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
-	txn := manualProducer(t, src, kgo.TransactionalID("crashy-app"))
+	plain := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	txn := src.ManualProducer(t, kgo.TransactionalID("crashy-app"))
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 
 	open := false
 	for i := range 24 {
 		for p := range int32(2) {
-			produceSync(t, plain, records("crashy", p, 50+rng.IntN(200), fmt.Sprintf("p%d", i))...)
+			kafkatest.ProduceSync(t, plain, kafkatest.Records("crashy", p, 50+rng.IntN(200), fmt.Sprintf("p%d", i))...)
 		}
 		// Transactions span restarts: some commit, some abort, some stay open.
 		if !open {
@@ -454,7 +423,7 @@ func TestMirrorKilledAndRestarted(t *testing.T) {
 			}
 			open = true
 		}
-		produceSync(t, txn, records("crashy", int32(i%2), 5, fmt.Sprintf("t%d", i))...)
+		kafkatest.ProduceSync(t, txn, kafkatest.Records("crashy", int32(i%2), 5, fmt.Sprintf("t%d", i))...)
 		if rng.IntN(3) > 0 {
 			if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(rng.IntN(2) == 0)); err != nil {
 				t.Fatal(err)
@@ -489,7 +458,7 @@ func TestMirrorKilledAndRestarted(t *testing.T) {
 		}
 
 		run = startMirror(t, src, dst, "crashy", 2, false)
-		kafkatest.WaitIdentical(t, src, dst, "crashy", waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, "crashy", kafkatest.IdenticalWithin)
 		run.stop(t)
 	}
 }
@@ -498,13 +467,13 @@ func TestMirrorStopsOnForeignWrite(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "guarded", 1, nil)
 	dst.CreateTopic(t, "guarded", 1, nil)
-	prod := manualProducer(t, src)
-	produceSync(t, prod, records("guarded", 0, 100, "a")...)
+	prod := src.ManualProducer(t)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("guarded", 0, 100, "a")...)
 	run := startMirror(t, src, dst, "guarded", 1, true)
-	kafkatest.WaitIdentical(t, src, dst, "guarded", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "guarded", kafkatest.IdenticalWithin)
 
-	produceSync(t, manualProducer(t, dst), &kgo.Record{Topic: "guarded", Value: []byte("intruder")})
-	produceSync(t, prod, records("guarded", 0, 10, "b")...)
+	kafkatest.ProduceSync(t, dst.ManualProducer(t), &kgo.Record{Topic: "guarded", Value: []byte("intruder")})
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("guarded", 0, 10, "b")...)
 
 	err := run.waitErr(t, 0)
 	var mismatch *mirrorerr.OffsetMismatchError
@@ -532,7 +501,7 @@ func TestMirrorBadInput(t *testing.T) {
 	dst.CreateTopic(t, "three", 2, nil)
 	src.CreateTopic(t, "full", 1, nil)
 	dst.CreateTopic(t, "full", 1, nil)
-	produceSync(t, manualProducer(t, dst), &kgo.Record{Topic: "full", Value: []byte("already here")})
+	kafkatest.ProduceSync(t, dst.ManualProducer(t), &kgo.Record{Topic: "full", Value: []byte("already here")})
 
 	run := func(topic string) error {
 		m := NewPartitionMirror(src.Client(t), dst.Client(t), PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: true})
@@ -562,7 +531,7 @@ func TestMirrorAuthorizationFailures(t *testing.T) {
 	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"), kafkatest.User("reader", "reader-secret"))
 	src.CreateTopic(t, "secured", 1, nil)
 	dst.CreateTopic(t, "secured", 1, nil)
-	produceSync(t, manualProducer(t, src), records("secured", 0, 10, "s")...)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("secured", 0, 10, "s")...)
 
 	// The mirror may read the destination topic but not write it.
 	acl := kadm.NewACLs().Allow("User:reader").Topics("secured").Operations(kadm.OpDescribe, kadm.OpRead, kadm.OpDescribeConfigs).ResourcePatternType(kadm.ACLPatternLiteral)
@@ -651,7 +620,7 @@ func produceRounds(t *testing.T, prod *kgo.Client, topic string, p int32, rounds
 			recs[j] = &kgo.Record{Topic: topic, Partition: p, Key: []byte(k), Value: []byte(fmt.Sprintf("%s@%d", k, i)),
 				Headers: []kgo.RecordHeader{{Key: "round", Value: []byte(strconv.Itoa(i))}}}
 		}
-		produceSync(t, prod, recs...)
+		kafkatest.ProduceSync(t, prod, recs...)
 	}
 }
 
@@ -734,9 +703,9 @@ func TestMirrorCompactedCompressedTopic(t *testing.T) {
 					sessions := sessionStarts(dst)
 
 					run := startMirror(t, src, dst, "compacted", 2, true)
-					kafkatest.WaitIdentical(t, src, dst, "compacted", waitIdentical)
+					kafkatest.WaitIdentical(t, src, dst, "compacted", kafkatest.IdenticalWithin)
 					produceRounds(t, prod, "compacted", 1, keyRange("b", 0, 5))
-					kafkatest.WaitIdentical(t, src, dst, "compacted", waitIdentical)
+					kafkatest.WaitIdentical(t, src, dst, "compacted", kafkatest.IdenticalWithin)
 					run.stop(t)
 					if n := sessions.Load(); n != 2 {
 						t.Fatalf("%d mirror sessions for 2 partitions: a session ended on the way", n)
@@ -758,7 +727,7 @@ func TestMirrorResumesInsideCompactedBatch(t *testing.T) {
 			compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 			src.CreateTopic(t, "resume", 1, compact)
 			dst.CreateTopic(t, "resume", 1, compact)
-			prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+			prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 			// Offsets 0-19 keep runs 2-6 and 8-14: holes at 0-1, 7 and 15-19.
 			produceRounds(t, prod, "resume", 0, keyRange("a", 0, 20), append([]string{"a0", "a1", "a7"}, keyRange("a", 15, 20)...), []string{"active"})
 			kafkatest.NewCleaner(t, src).Clean(t)
@@ -790,7 +759,7 @@ func TestMirrorResumesInsideCompactedBatch(t *testing.T) {
 			}
 
 			run = startMirror(t, src, dst, "resume", 1, false)
-			kafkatest.WaitIdentical(t, src, dst, "resume", waitIdentical)
+			kafkatest.WaitIdentical(t, src, dst, "resume", kafkatest.IdenticalWithin)
 			run.stop(t)
 		})
 	}
@@ -802,20 +771,20 @@ func TestMirrorEmptyFetchAnswers(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "tiered", 1, nil)
 	dst.CreateTopic(t, "tiered", 1, nil)
-	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
-	produceSync(t, prod, records("tiered", 0, 50, "a")...)
+	prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("tiered", 0, 50, "a")...)
 	empty := src.EmptyFetches(t, "tiered", 0, 5)
 	sessions := sessionStarts(dst)
 
 	run := startMirror(t, src, dst, "tiered", 1, true)
-	empty.Wait(t, waitIdentical)
-	kafkatest.WaitIdentical(t, src, dst, "tiered", waitIdentical)
+	empty.Wait(t, kafkatest.IdenticalWithin)
+	kafkatest.WaitIdentical(t, src, dst, "tiered", kafkatest.IdenticalWithin)
 
 	// Again in the middle of the log.
 	empty = src.EmptyFetches(t, "tiered", 0, 3)
-	produceSync(t, prod, records("tiered", 0, 30, "b")...)
-	empty.Wait(t, waitIdentical)
-	kafkatest.WaitIdentical(t, src, dst, "tiered", waitIdentical)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("tiered", 0, 30, "b")...)
+	empty.Wait(t, kafkatest.IdenticalWithin)
+	kafkatest.WaitIdentical(t, src, dst, "tiered", kafkatest.IdenticalWithin)
 	run.stop(t)
 	if n := sessions.Load(); n != 1 {
 		t.Fatalf("%d mirror sessions, want 1", n)
@@ -828,14 +797,14 @@ func TestMirrorThrottledFetches(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "throttled", 1, nil)
 	dst.CreateTopic(t, "throttled", 1, nil)
-	prod := manualProducer(t, src)
-	produceSync(t, prod, records("throttled", 0, 50, "a")...)
+	prod := src.ManualProducer(t)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("throttled", 0, 50, "a")...)
 	throttled := src.ThrottleFetches(t, "throttled", 0, 3, 30*time.Millisecond)
 	sessions := sessionStarts(dst)
 
 	run := startMirror(t, src, dst, "throttled", 1, true)
-	throttled.Wait(t, waitIdentical)
-	kafkatest.WaitIdentical(t, src, dst, "throttled", waitIdentical)
+	throttled.Wait(t, kafkatest.IdenticalWithin)
+	kafkatest.WaitIdentical(t, src, dst, "throttled", kafkatest.IdenticalWithin)
 	run.stop(t)
 	if n := sessions.Load(); n != 1 {
 		t.Fatalf("%d mirror sessions, want 1", n)
@@ -850,14 +819,14 @@ func TestMirrorRetriesConcurrentTransactions(t *testing.T) {
 	src, dst := kafkatest.Pair(t, kafkatest.MarkerDelay(600*time.Millisecond))
 	src.CreateTopic(t, "busy", 1, nil)
 	dst.CreateTopic(t, "busy", 1, nil)
-	txn := manualProducer(t, src, kgo.TransactionalID("busy-app"))
+	txn := src.ManualProducer(t, kgo.TransactionalID("busy-app"))
 	ctx := context.Background()
 	const txns = 3
 	for i := range txns {
 		if err := txn.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
-		produceSync(t, txn, records("busy", 0, 3, fmt.Sprint("t", i))...)
+		kafkatest.ProduceSync(t, txn, kafkatest.Records("busy", 0, 3, fmt.Sprint("t", i))...)
 		if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(i%2 == 0)); err != nil {
 			t.Fatal(err)
 		}
@@ -870,7 +839,7 @@ func TestMirrorRetriesConcurrentTransactions(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- m.Run(runCtx) }()
-	kafkatest.WaitIdentical(t, src, dst, "busy", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "busy", kafkatest.IdenticalWithin)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -918,17 +887,17 @@ func TestMirrorDrainStopsAtTransactionBoundary(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "drain", 1, nil)
 	dst.CreateTopic(t, "drain", 1, nil)
-	txn := manualProducer(t, src, kgo.TransactionalID("drain-app"))
+	txn := src.ManualProducer(t, kgo.TransactionalID("drain-app"))
 	if err := txn.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	produceSync(t, txn, records("drain", 0, 5, "open")...)
+	kafkatest.ProduceSync(t, txn, kafkatest.Records("drain", 0, 5, "open")...)
 	m := NewPartitionMirror(src.Client(t), dst.Client(t), PartitionConfig{Mirror: "m1", Topic: "drain", FirstStart: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	kafkatest.WaitIdentical(t, src, dst, "drain", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "drain", kafkatest.IdenticalWithin)
 
 	m.Drain()
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -943,7 +912,7 @@ func TestMirrorDrainStopsAtTransactionBoundary(t *testing.T) {
 		t.Fatal("the mirror did not return after the transaction ended")
 	}
 	// It returned after copying the commit marker, not before.
-	kafkatest.WaitIdentical(t, src, dst, "drain", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "drain", kafkatest.IdenticalWithin)
 }
 
 func TestNextSequenceWraps(t *testing.T) {

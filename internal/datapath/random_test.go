@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 import (
 	"context"
@@ -78,11 +78,11 @@ func randomScenario(t *testing.T, seed uint64) {
 	codecs := []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()}
 	plain := make([]*kgo.Client, len(codecs))
 	for i, c := range codecs {
-		plain[i] = manualProducer(t, src, kgo.ProducerBatchCompression(c))
+		plain[i] = src.ManualProducer(t, kgo.ProducerBatchCompression(c))
 	}
 	txns := make([]*txnProducer, 3)
 	for i := range txns {
-		txns[i] = &txnProducer{cl: manualProducer(t, src, kgo.TransactionalID(fmt.Sprintf("random-app-%d", i)),
+		txns[i] = &txnProducer{cl: src.ManualProducer(t, kgo.TransactionalID(fmt.Sprintf("random-app-%d", i)),
 			kgo.ProducerBatchCompression(codecs[rng.IntN(len(codecs))]))}
 	}
 	ctx := context.Background()
@@ -115,7 +115,7 @@ func randomScenario(t *testing.T, seed uint64) {
 		p := int32(rng.IntN(partitions))
 		switch op := rng.IntN(100); {
 		case op < 45:
-			produceSync(t, plain[rng.IntN(len(plain))], batch(p, 1+rng.IntN(40), fmt.Sprint("plain", step))...)
+			kafkatest.ProduceSync(t, plain[rng.IntN(len(plain))], batch(p, 1+rng.IntN(40), fmt.Sprint("plain", step))...)
 		case op < 75:
 			tp := txns[rng.IntN(len(txns))]
 			switch {
@@ -124,9 +124,9 @@ func randomScenario(t *testing.T, seed uint64) {
 					t.Fatal(err)
 				}
 				tp.open = true
-				produceSync(t, tp.cl, batch(p, 1+rng.IntN(10), fmt.Sprint("txn", step))...)
+				kafkatest.ProduceSync(t, tp.cl, batch(p, 1+rng.IntN(10), fmt.Sprint("txn", step))...)
 			case rng.IntN(3) == 0:
-				produceSync(t, tp.cl, batch(p, 1+rng.IntN(10), fmt.Sprint("txn", step))...)
+				kafkatest.ProduceSync(t, tp.cl, batch(p, 1+rng.IntN(10), fmt.Sprint("txn", step))...)
 			default: // commit or abort; a transaction may also stay open for many steps
 				if err := tp.cl.EndTransaction(ctx, kgo.TransactionEndTry(rng.IntN(2) == 0)); err != nil {
 					t.Fatal(err)
@@ -139,7 +139,7 @@ func randomScenario(t *testing.T, seed uint64) {
 			// brokers): cleaning a source whose marker is still on its way would
 			// compare logs the cleaners saw at different moments.
 			waitStable(t, src, topic)
-			kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+			kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 			srcCleaner.Clean(t)
 			dstCleaner.Clean(t)
 		case op < 85:
@@ -174,9 +174,9 @@ func randomScenario(t *testing.T, seed uint64) {
 	}
 	closeAll(t, txns)
 	for p := range int32(partitions) {
-		produceSync(t, plain[0], batch(p, 3, "last")...)
+		kafkatest.ProduceSync(t, plain[0], batch(p, 3, "last")...)
 	}
-	kafkatest.WaitIdentical(t, src, dst, topic, 2*waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, topic, 2*kafkatest.IdenticalWithin)
 	run.stop(t)
 }
 

@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 import "time"
 
@@ -28,16 +28,16 @@ type Observer interface {
 	SessionFailed(mirror, topic string, partition int32, err error)
 }
 
-// nopObserver discards everything.
-type nopObserver struct{}
+// NopObserver discards everything.
+type NopObserver struct{}
 
-func (nopObserver) Mirrored(string, string, int32, int64, int64) {}
-func (nopObserver) FetchLatency(time.Duration)                   {}
-func (nopObserver) ProduceLatency(time.Duration)                 {}
-func (nopObserver) SourceFetch(int32, int, int64)                {}
-func (nopObserver) DestinationProduce(int32, int, int64)         {}
-func (nopObserver) FetchBuffered(string, string, int32, int64)   {}
-func (nopObserver) Failed(string, string, int32, bool)           {}
-func (nopObserver) Retried(string, string, int32)                {}
-func (nopObserver) SessionStarted(string, string, int32)         {}
-func (nopObserver) SessionFailed(string, string, int32, error)   {}
+func (NopObserver) Mirrored(string, string, int32, int64, int64) {}
+func (NopObserver) FetchLatency(time.Duration)                   {}
+func (NopObserver) ProduceLatency(time.Duration)                 {}
+func (NopObserver) SourceFetch(int32, int, int64)                {}
+func (NopObserver) DestinationProduce(int32, int, int64)         {}
+func (NopObserver) FetchBuffered(string, string, int32, int64)   {}
+func (NopObserver) Failed(string, string, int32, bool)           {}
+func (NopObserver) Retried(string, string, int32)                {}
+func (NopObserver) SessionStarted(string, string, int32)         {}
+func (NopObserver) SessionFailed(string, string, int32, error)   {}

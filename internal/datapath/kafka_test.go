@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 // The data path's scenarios on real Apache Kafka brokers: the newest version as the source,
 // every version of the real-broker tier as the destination (kafkatest.KafkaVersions). The
@@ -50,16 +50,6 @@ func onKafkaFrom(t *testing.T, name string, opts []kafkatest.Option, scenario fu
 	}
 }
 
-// topicFor names a topic after the running (sub)test, so scenarios on shared clusters keep
-// out of each other's way.
-func topicFor(t *testing.T, suffix string) string {
-	name := strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
-	if suffix != "" {
-		name += "." + suffix
-	}
-	return name
-}
-
 // createBoth creates topic on both clusters with the same configs.
 func createBoth(t *testing.T, src, dst *kafkatest.Cluster, topic string, partitions int32, configs map[string]*string) {
 	t.Helper()
@@ -74,16 +64,16 @@ func TestKafkaMirrorPlainAndEveryCodec(t *testing.T) {
 			"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
 		}
 		for name, codec := range codecs {
-			topic := topicFor(t, name)
+			topic := kafkatest.TopicFor(t, name)
 			createBoth(t, src, dst, topic, 2, nil)
-			prod := manualProducer(t, src, kgo.ProducerBatchCompression(codec))
+			prod := src.ManualProducer(t, kgo.ProducerBatchCompression(codec))
 			for i := range 4 {
-				produceSync(t, prod, records(topic, int32(i%2), 150, fmt.Sprint(name, i))...)
+				kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, int32(i%2), 150, fmt.Sprint(name, i))...)
 			}
 			run := startMirror(t, src, dst, topic, 2, true)
-			kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
-			produceSync(t, prod, records(topic, 1, 80, name+"-later")...)
-			kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+			kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+			kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 1, 80, name+"-later")...)
+			kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 			run.stop(t)
 
 			// Forwarded, not recompressed: the payload bytes are the source's.
@@ -102,12 +92,12 @@ func TestKafkaMirrorPlainAndEveryCodec(t *testing.T) {
 
 func TestKafkaMirrorInterleavedTransactions(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		createBoth(t, src, dst, topic, 1, nil)
-		plain := manualProducer(t, src)
+		plain := src.ManualProducer(t)
 		var txn [3]*kgo.Client
 		for i := range txn {
-			txn[i] = manualProducer(t, src, kgo.TransactionalID(topic+fmt.Sprint(".app-", i)))
+			txn[i] = src.ManualProducer(t, kgo.TransactionalID(topic+fmt.Sprint(".app-", i)))
 		}
 		ctx := context.Background()
 		begin := func(i int) {
@@ -120,16 +110,16 @@ func TestKafkaMirrorInterleavedTransactions(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		write := func(i int, tag string) { produceSync(t, txn[i], records(topic, 0, 3, tag)...) }
+		write := func(i int, tag string) { kafkatest.ProduceSync(t, txn[i], kafkatest.Records(topic, 0, 3, tag)...) }
 
-		produceSync(t, plain, records(topic, 0, 5, "plain1")...)
+		kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 5, "plain1")...)
 		begin(0)
 		begin(1)
 		begin(2)
 		write(0, "t0a")
 		write(1, "t1a")
 		write(2, "t2a")
-		produceSync(t, plain, records(topic, 0, 2, "plain2")...)
+		kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 2, "plain2")...)
 		write(0, "t0b")
 		end(0, kgo.TryCommit)
 		write(1, "t1b")
@@ -143,12 +133,12 @@ func TestKafkaMirrorInterleavedTransactions(t *testing.T) {
 		}
 
 		run := startMirror(t, src, dst, topic, 1, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 
 		write(2, "t2c")
 		end(2, kgo.TryCommit)
-		produceSync(t, plain, records(topic, 0, 3, "plain3")...)
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 3, "plain3")...)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 		run.stop(t)
 	})
 }
@@ -157,7 +147,7 @@ func TestKafkaMirrorInterleavedTransactions(t *testing.T) {
 // inner and trailing), whole batches gone, and the empty batches the cleaner keeps.
 func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		compact := map[string]*string{
 			"cleanup.policy":            kadm.StringPtr("compact"),
 			"segment.ms":                kadm.StringPtr("100"),
@@ -165,12 +155,12 @@ func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 			"delete.retention.ms":       kadm.StringPtr("100"),
 		}
 		src.CreateTopic(t, topic, 2, compact)
-		prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.GzipCompression()))
-		txn := manualProducer(t, src, kgo.TransactionalID(topic+".app"), kgo.ProducerBatchCompression(kgo.GzipCompression()))
+		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.GzipCompression()))
+		txn := src.ManualProducer(t, kgo.TransactionalID(topic+".app"), kgo.ProducerBatchCompression(kgo.GzipCompression()))
 		// A producer whose only batch is overwritten entirely: the cleaner keeps an empty
 		// batch for its producer state (LogCleaner, MemoryRecords.filterTo).
-		solo := manualProducer(t, src)
-		produceSync(t, solo, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("k1"), Value: []byte("solo")},
+		solo := src.ManualProducer(t)
+		kafkatest.ProduceSync(t, solo, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("k1"), Value: []byte("solo")},
 			&kgo.Record{Topic: topic, Partition: 0, Key: []byte("k2"), Value: []byte("solo")})
 		for round := range 6 {
 			for p := range int32(2) {
@@ -178,13 +168,13 @@ func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 				for i := range 30 {
 					recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: []byte(fmt.Sprintf("k%d", (i*(round+1)+int(p))%11)), Value: []byte(fmt.Sprintf("r%d-%d", round, i))})
 				}
-				produceSync(t, prod, recs...)
+				kafkatest.ProduceSync(t, prod, recs...)
 			}
 			// An aborted transaction: the cleaner removes its records and, later, its marker.
 			if err := txn.BeginTransaction(); err != nil {
 				t.Fatal(err)
 			}
-			produceSync(t, txn, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("txn"), Value: []byte(fmt.Sprint(round))})
+			kafkatest.ProduceSync(t, txn, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("txn"), Value: []byte(fmt.Sprint(round))})
 			if err := txn.EndTransaction(context.Background(), kgo.TransactionEndTry(round%2 == 0)); err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +196,7 @@ func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 		// cleaned independently are not comparable offset by offset.
 		dst.CreateTopic(t, topic, 2, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
 		run := startMirror(t, src, dst, topic, 2, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 		run.stop(t)
 	})
 }
@@ -237,7 +227,7 @@ func waitCleaned(t *testing.T, c *kafkatest.Cluster, prod *kgo.Client, topic str
 			t.Fatalf("the log cleaner left %d of %d partitions of %s without holes", int(partitions)-cleaned, partitions, topic)
 		}
 		for p := range partitions {
-			produceSync(t, prod, &kgo.Record{Topic: topic, Partition: p, Key: []byte("roll"), Value: []byte(time.Now().String())})
+			kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: topic, Partition: p, Key: []byte("roll"), Value: []byte(time.Now().String())})
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -287,10 +277,10 @@ func stopCleaning(t *testing.T, c *kafkatest.Cluster, topic string, partitions i
 // middle of a batch; the destination follows.
 func TestKafkaMirrorLogStartMoves(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		createBoth(t, src, dst, topic, 1, nil)
-		prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
-		produceSync(t, prod, records(topic, 0, 300, "x")...)
+		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 300, "x")...)
 		adm := src.Admin(t)
 		deleteTo := func(at int64) {
 			t.Helper()
@@ -304,11 +294,11 @@ func TestKafkaMirrorLogStartMoves(t *testing.T) {
 		}
 		deleteTo(123) // inside a batch
 		run := startMirror(t, src, dst, topic, 1, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
-		produceSync(t, prod, records(topic, 0, 50, "y")...)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 50, "y")...)
 		deleteTo(310)
-		produceSync(t, prod, records(topic, 0, 10, "z")...)
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 10, "z")...)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 		run.stop(t)
 	})
 }
@@ -316,15 +306,15 @@ func TestKafkaMirrorLogStartMoves(t *testing.T) {
 // Timestamps an hour old, a year old and 30 minutes ahead arrive unchanged.
 func TestKafkaMirrorOldAndFutureTimestamps(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		createBoth(t, src, dst, topic, 1, nil)
-		prod := manualProducer(t, src)
+		prod := src.ManualProducer(t)
 		now := time.Now()
 		for _, ts := range []time.Time{now.Add(-365 * 24 * time.Hour), now.Add(-time.Hour), now.Add(30 * time.Minute)} {
-			produceSync(t, prod, &kgo.Record{Topic: topic, Value: []byte(ts.String()), Timestamp: ts})
+			kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: topic, Value: []byte(ts.String()), Timestamp: ts})
 		}
 		run := startMirror(t, src, dst, topic, 1, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 		run.stop(t)
 	})
 }
@@ -333,15 +323,15 @@ func TestKafkaMirrorOldAndFutureTimestamps(t *testing.T) {
 // recompresses, the records and offsets are still the source's.
 func TestKafkaMirrorDestinationRecompresses(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		src.CreateTopic(t, topic, 1, nil)
 		dst.CreateTopic(t, topic, 1, map[string]*string{"compression.type": kadm.StringPtr("gzip")})
-		prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 		for i := range 5 {
-			produceSync(t, prod, records(topic, 0, 100, fmt.Sprint("r", i))...)
+			kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 100, fmt.Sprint("r", i))...)
 		}
 		run := startMirror(t, src, dst, topic, 1, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 		run.stop(t)
 		for _, b := range rawBatches(t, dst, topic, 0) {
 			if b.Codec() != 1 {
@@ -355,13 +345,13 @@ func TestKafkaMirrorDestinationRecompresses(t *testing.T) {
 // the partition fails with a message naming the offset and both sizes.
 func TestKafkaMirrorBatchLargerThanDestinationAllows(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		src.CreateTopic(t, topic, 1, nil)
 		dst.CreateTopic(t, topic, 1, map[string]*string{"max.message.bytes": kadm.StringPtr("2000")})
 		// Uncompressed: kgo's default snappy would shrink the 10 kB batch below the limit.
-		prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.NoCompression()))
-		produceSync(t, prod, &kgo.Record{Topic: topic, Value: []byte("small")})
-		produceSync(t, prod, &kgo.Record{Topic: topic, Value: bytes.Repeat([]byte("x"), 10_000)})
+		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.NoCompression()))
+		kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: topic, Value: []byte("small")})
+		kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: topic, Value: bytes.Repeat([]byte("x"), 10_000)})
 		run := startMirror(t, src, dst, topic, 1, true)
 		err := run.waitErr(t, 0)
 		if err == nil || !strings.Contains(err.Error(), "offset 1") || !strings.Contains(err.Error(), "max.message.bytes") {
@@ -373,31 +363,31 @@ func TestKafkaMirrorBatchLargerThanDestinationAllows(t *testing.T) {
 // A 3-broker source whose partition leaders move while the mirror copies.
 func TestKafkaMirrorFollowsSourceLeaderChange(t *testing.T) {
 	onKafkaFrom(t, "source-3-brokers", []kafkatest.Option{kafkatest.Brokers(3)}, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		if _, err := src.Admin(t).CreateTopic(context.Background(), 3, 3, nil, topic); err != nil {
 			t.Fatal(err)
 		}
 		src.WaitTopic(t, topic, 3)
 		dst.CreateTopic(t, topic, 3, nil)
-		prod := manualProducer(t, src)
+		prod := src.ManualProducer(t)
 		for p := range int32(3) {
-			produceSync(t, prod, records(topic, p, 200, "before")...)
+			kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, p, 200, "before")...)
 		}
 		run := startMirror(t, src, dst, topic, 3, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 
 		// Stop the leader of partition 0: its partitions move; produce; bring it back.
 		leader := partitionLeader(t, src, topic, 0)
 		src.StopBroker(t, leader)
 		for p := range int32(3) {
-			produceSync(t, prod, records(topic, p, 100, "moved")...)
+			kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, p, 100, "moved")...)
 		}
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 		src.RestartBroker(t, leader)
 		for p := range int32(3) {
-			produceSync(t, prod, records(topic, p, 100, "back")...)
+			kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, p, 100, "back")...)
 		}
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 		run.stop(t)
 	})
 }
@@ -415,10 +405,10 @@ func partitionLeader(t *testing.T, c *kafkatest.Cluster, topic string, p int32) 
 // restarted from the destination's end; nothing is lost or doubled.
 func TestKafkaMirrorKilledAtRandomPoints(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		createBoth(t, src, dst, topic, 2, nil)
-		plain := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
-		txn := manualProducer(t, src, kgo.TransactionalID(topic+".app"))
+		plain := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+		txn := src.ManualProducer(t, kgo.TransactionalID(topic+".app"))
 		seed := time.Now().UnixNano()
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
@@ -426,7 +416,7 @@ func TestKafkaMirrorKilledAtRandomPoints(t *testing.T) {
 		open := false
 		for i := range 8 {
 			for p := range int32(2) {
-				produceSync(t, plain, records(topic, p, 50+rng.IntN(200), fmt.Sprintf("p%d", i))...)
+				kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, p, 50+rng.IntN(200), fmt.Sprintf("p%d", i))...)
 			}
 			if !open {
 				if err := txn.BeginTransaction(); err != nil {
@@ -434,7 +424,7 @@ func TestKafkaMirrorKilledAtRandomPoints(t *testing.T) {
 				}
 				open = true
 			}
-			produceSync(t, txn, records(topic, int32(i%2), 5, fmt.Sprintf("t%d", i))...)
+			kafkatest.ProduceSync(t, txn, kafkatest.Records(topic, int32(i%2), 5, fmt.Sprintf("t%d", i))...)
 			if rng.IntN(3) > 0 {
 				if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(rng.IntN(2) == 0)); err != nil {
 					t.Fatal(err)
@@ -451,7 +441,7 @@ func TestKafkaMirrorKilledAtRandomPoints(t *testing.T) {
 				}
 			}
 			run = startMirror(t, src, dst, topic, 2, false)
-			kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+			kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 			run.stop(t)
 		}
 		if open {
@@ -465,14 +455,14 @@ func TestKafkaMirrorKilledAtRandomPoints(t *testing.T) {
 // A record written by anyone but the mirror ends the partition's mirror with the offsets.
 func TestKafkaMirrorStopsOnForeignWrite(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		createBoth(t, src, dst, topic, 1, nil)
-		prod := manualProducer(t, src)
-		produceSync(t, prod, records(topic, 0, 20, "a")...)
+		prod := src.ManualProducer(t)
+		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 20, "a")...)
 		run := startMirror(t, src, dst, topic, 1, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
-		produceSync(t, manualProducer(t, dst), &kgo.Record{Topic: topic, Value: []byte("foreign")})
-		produceSync(t, prod, records(topic, 0, 5, "b")...)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+		kafkatest.ProduceSync(t, dst.ManualProducer(t), &kgo.Record{Topic: topic, Value: []byte("foreign")})
+		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 5, "b")...)
 		err := run.waitErr(t, 0)
 		if err == nil || !strings.Contains(err.Error(), "20") {
 			t.Fatalf("mirror error %v, want a failure naming offset 20", err)
@@ -484,16 +474,16 @@ func TestKafkaMirrorStopsOnForeignWrite(t *testing.T) {
 // the throttled answers are waited out and the copy completes identical.
 func TestKafkaMirrorUnderFetchQuota(t *testing.T) {
 	onKafkaFrom(t, "source-with-quota", nil, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		createBoth(t, src, dst, topic, 2, nil)
-		prod := manualProducer(t, src)
+		prod := src.ManualProducer(t)
 		for p := range int32(2) {
 			for i := range 4 {
-				recs := records(topic, p, 400, fmt.Sprint("q", i))
+				recs := kafkatest.Records(topic, p, 400, fmt.Sprint("q", i))
 				for _, r := range recs {
 					r.Value = bytes.Repeat(r.Value[:10], 20)
 				}
-				produceSync(t, prod, recs...)
+				kafkatest.ProduceSync(t, prod, recs...)
 			}
 		}
 		quota := kadm.AlterClientQuotaEntry{
@@ -512,7 +502,7 @@ func TestKafkaMirrorUnderFetchQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 		run := startMirror(t, src, dst, topic, 2, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, 2*waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, topic, 2*kafkatest.IdenticalWithin)
 		run.stop(t)
 	})
 }

@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 import (
 	"bytes"
@@ -16,16 +16,16 @@ import (
 // max.message.bytes again: head-alignment filler must be written in that codec and fit.
 func TestKafkaMirrorFillerFitsDestinationLimits(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		src.CreateTopic(t, topic, 1, nil)
 		dst.CreateTopic(t, topic, 1, map[string]*string{
 			"max.message.bytes": kadm.StringPtr("100000"),
 			"compression.type":  kadm.StringPtr("uncompressed"),
 		})
 		advanceSource(t, src, topic, 300_000)
-		produceSync(t, manualProducer(t, src), records(topic, 0, 50, "x")...)
+		kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records(topic, 0, 50, "x")...)
 		run := startMirror(t, src, dst, topic, 1, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 		run.stop(t)
 	})
 }
@@ -34,15 +34,15 @@ func TestKafkaMirrorFillerFitsDestinationLimits(t *testing.T) {
 // it to its compression.type: the broker answers MESSAGE_TOO_LARGE, a FAILED naming both.
 func TestKafkaMirrorBatchTooLargeOnceRecompressed(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		src.CreateTopic(t, topic, 1, nil)
 		dst.CreateTopic(t, topic, 1, map[string]*string{
 			"max.message.bytes": kadm.StringPtr("2000"),
 			"compression.type":  kadm.StringPtr("uncompressed"),
 		})
-		prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
-		produceSync(t, prod, &kgo.Record{Topic: topic, Value: []byte("small")})
-		produceSync(t, prod, &kgo.Record{Topic: topic, Value: bytes.Repeat([]byte("x"), 10_000)})
+		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
+		kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: topic, Value: []byte("small")})
+		kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: topic, Value: bytes.Repeat([]byte("x"), 10_000)})
 		run := startMirror(t, src, dst, topic, 1, true)
 		err := run.waitErr(t, 0)
 		var tooLarge *mirrorerr.BatchTooLargeError

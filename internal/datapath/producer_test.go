@@ -1,4 +1,4 @@
-package mirrorengine
+package datapath
 
 import (
 	"bytes"
@@ -262,7 +262,7 @@ func TestProducerErrorAnswersOnlyItsPartition(t *testing.T) {
 
 // produceCounter counts what the pipelines report.
 type produceCounter struct {
-	nopObserver
+	NopObserver
 	requests, partitions atomic.Int64
 }
 
@@ -278,10 +278,10 @@ func TestMirrorGroupsProducesByDestinationLeader(t *testing.T) {
 	const partitions = 8
 	src.CreateTopic(t, "wide", partitions, nil)
 	dst.CreateTopic(t, "wide", partitions, nil)
-	prod := manualProducer(t, src)
+	prod := src.ManualProducer(t)
 	for round := range 5 {
 		for p := range int32(partitions) {
-			produceSync(t, prod, records("wide", p, 20, fmt.Sprint("r", round))...)
+			kafkatest.ProduceSync(t, prod, kafkatest.Records("wide", p, 20, fmt.Sprint("r", round))...)
 		}
 	}
 	dc := dst.Client(t)
@@ -299,7 +299,7 @@ func TestMirrorGroupsProducesByDestinationLeader(t *testing.T) {
 	counter := &produceCounter{}
 	run := startMirrorConfig(context.Background(), t, src.Client(t), dc,
 		PartitionConfig{Mirror: "m1", Topic: "wide", FirstStart: true, ProduceRequestsInFlight: 1, Observer: counter}, partitions)
-	kafkatest.WaitIdentical(t, src, dst, "wide", waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, "wide", kafkatest.IdenticalWithin)
 	run.stop(t)
 
 	wire.checkOrder(t)
@@ -328,7 +328,7 @@ func TestMirrorProduceErrorFailsOnlyItsPartition(t *testing.T) {
 
 func TestKafkaMirrorProduceErrorFailsOnlyItsPartition(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		produceErrorFailsOnlyItsPartition(t, src, dst, topicFor(t, "small"), topicFor(t, "wide"))
+		produceErrorFailsOnlyItsPartition(t, src, dst, kafkatest.TopicFor(t, "small"), kafkatest.TopicFor(t, "wide"))
 	})
 }
 
@@ -338,34 +338,34 @@ func TestKafkaMirrorProduceErrorFailsOnlyItsPartition(t *testing.T) {
 func produceErrorFailsOnlyItsPartition(t *testing.T, src, dst *kafkatest.Cluster, small, wide string) {
 	createBoth(t, src, dst, small, 1, nil)
 	createBoth(t, src, dst, wide, 2, nil)
-	prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.NoCompression()))
 	write := func(tag string) {
 		for p := range int32(2) {
-			produceSync(t, prod, records(wide, p, 30, tag)...)
+			kafkatest.ProduceSync(t, prod, kafkatest.Records(wide, p, 30, tag)...)
 		}
 	}
-	produceSync(t, prod, records(small, 0, 5, "a")...)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records(small, 0, 5, "a")...)
 	write("a")
 	sc, dc := src.Client(t), dst.Client(t)
 	smallRun := startMirrorClients(context.Background(), t, sc, dc, small, 1, true)
 	wideRun := startMirrorClients(context.Background(), t, sc, dc, wide, 2, true)
-	kafkatest.WaitIdentical(t, src, dst, small, waitIdentical)
-	kafkatest.WaitIdentical(t, src, dst, wide, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, small, kafkatest.IdenticalWithin)
+	kafkatest.WaitIdentical(t, src, dst, wide, kafkatest.IdenticalWithin)
 
 	// The running session checks batches against the limit it read at its start.
 	if _, err := dst.Admin(t).AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: kadm.StringPtr("1000")}}, small); err != nil {
 		t.Fatal(err)
 	}
-	produceSync(t, prod, &kgo.Record{Topic: small, Value: bytes.Repeat([]byte("x"), 5000)})
+	kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: small, Value: bytes.Repeat([]byte("x"), 5000)})
 	write("b")
 	err := smallRun.waitErr(t, 0)
 	var tooLarge *mirrorerr.BatchTooLargeError
 	if !errors.As(err, &tooLarge) || tooLarge.Offset != 5 {
 		t.Fatalf("mirror of %s stopped with %v, want a batch too large at offset 5", small, err)
 	}
-	kafkatest.WaitIdentical(t, src, dst, wide, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, wide, kafkatest.IdenticalWithin)
 	write("c")
-	kafkatest.WaitIdentical(t, src, dst, wide, waitIdentical)
+	kafkatest.WaitIdentical(t, src, dst, wide, kafkatest.IdenticalWithin)
 	wideRun.stop(t)
 	if !strings.Contains(err.Error(), "max.message.bytes") {
 		t.Fatalf("error %q does not name max.message.bytes", err)
@@ -376,21 +376,21 @@ func produceErrorFailsOnlyItsPartition(t *testing.T, src, dst *kafkatest.Cluster
 // the logs are identical.
 func TestKafkaMirrorGroupsProduces(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := topicFor(t, "")
+		topic := kafkatest.TopicFor(t, "")
 		const partitions = 8
 		createBoth(t, src, dst, topic, partitions, nil)
-		prod := manualProducer(t, src)
+		prod := src.ManualProducer(t)
 		batches := 0
 		for round := range 5 {
 			for p := range int32(partitions) {
-				produceSync(t, prod, records(topic, p, 20, fmt.Sprint("r", round))...)
+				kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, p, 20, fmt.Sprint("r", round))...)
 				batches++
 			}
 		}
 		counter := &produceCounter{}
 		run := startMirrorConfig(context.Background(), t, src.Client(t), dst.Client(t),
 			PartitionConfig{Mirror: "m1", Topic: topic, FirstStart: true, Observer: counter}, partitions)
-		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 		run.stop(t)
 		if n := counter.partitions.Load(); n < int64(batches) {
 			t.Fatalf("produce requests carried %d batches, want at least the %d source batches", n, batches)

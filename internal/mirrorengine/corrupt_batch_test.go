@@ -1,0 +1,57 @@
+package mirrorengine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
+)
+
+// A source batch that fails its CRC fails its partition for good, naming the offset; the
+// topic's other partitions keep mirroring and the worker keeps running.
+func TestEngineFailsOnlyThePartitionWithACorruptBatch(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	src.CreateTopic(t, "t", 2, nil)
+	prod := src.ManualProducer(t)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 0, 5, "a")...)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 0, 5, "b")...)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 1, 7, "c")...)
+	stored := src.RawBatches(t, "t", 0)
+	last := recordbatch.Batch(stored[len(stored)-1])
+	bad := slices.Clone(stored[len(stored)-1])
+	bad[len(bad)-1] ^= 0xff // a bit flipped on disk, or on the way
+	src.ServeFetches(t, "t", 0, last.LastOffset()+1, append(stored[:len(stored)-1], bad)...)
+
+	e := openEngine(t, dst)
+	createMirror(t, e, "m", src)
+	start(t, e, "m", "t", "")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		d, err := e.DescribeMirrorTopic(context.Background(), "m", "t")
+		if err == nil && len(d.Partitions) == 2 {
+			p0, p1 := d.Partitions[0], d.Partitions[1]
+			// A FAILED with a retry is a transient error while the destination topic appears.
+			if p0.State == partitionstate.StateFailed && p0.RetryAttempt == -1 && p1.State == partitionstate.StateMirroring && p1.Lag == 0 {
+				want := fmt.Sprintf("corrupt source record batch at offset %d: CRC-32C", last.BaseOffset())
+				if !strings.Contains(p0.Error, want) {
+					t.Fatalf("partition 0: %+v; want an error with %q", p0, want)
+				}
+				// Everything before the corrupt batch was copied.
+				if end := dst.EndOffsets(t, "t")[0]; end != last.BaseOffset() {
+					t.Fatalf("destination partition 0 ends at %d, want %d", end, last.BaseOffset())
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partition 0 not FAILED beside a mirroring partition 1: %+v (%v)", d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
