@@ -7,12 +7,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -149,7 +149,7 @@ func (k *kafkaCluster) layout(cfg config) error {
 		base["listener.name.client.scram-sha-256.sasl.jaas.config"] = scram
 		base["listener.name.client.scram-sha-512.sasl.jaas.config"] = scram
 		plain := fmt.Sprintf("org.apache.kafka.common.security.plain.PlainLoginModule required user_%s=%q", cfg.aclUser, cfg.aclPassword)
-		for _, u := range sortedKeys(cfg.users) {
+		for _, u := range slices.Sorted(maps.Keys(cfg.users)) {
 			plain += fmt.Sprintf(" user_%s=%q", u, cfg.users[u])
 		}
 		base["listener.name.client.plain.sasl.jaas.config"] = plain + ";"
@@ -235,7 +235,7 @@ func (k *kafkaCluster) format(ctx context.Context, cfg config) error {
 		for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
 			args = append(args, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", mech, cfg.aclUser, cfg.aclPassword))
 		}
-		for _, u := range sortedKeys(cfg.users) {
+		for _, u := range slices.Sorted(maps.Keys(cfg.users)) {
 			args = append(args, "--add-scram", fmt.Sprintf("SCRAM-SHA-256=[name=%s,password=%s]", u, cfg.users[u]))
 		}
 	}
@@ -472,18 +472,9 @@ func freePorts(n int) ([]int, error) {
 
 func propertiesText(props map[string]string) string {
 	var b strings.Builder
-	for _, key := range sortedKeys(props) {
+	for _, key := range slices.Sorted(maps.Keys(props)) {
 		// Properties files treat backslashes as escapes; none of our values need one.
 		fmt.Fprintf(&b, "%s=%s\n", key, props[key])
 	}
 	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for key := range m {
-		keys = append(keys, key)
-	}
-	sort.Strings(keys)
-	return slices.Clip(keys)
 }

@@ -111,7 +111,7 @@ func (k *Cleaner) Clean(t TB) {
 		}
 	}
 	adm := kadm.NewClient(k.c.internal)
-	names := sortedKeys(topics)
+	names := slices.Sorted(maps.Keys(topics))
 	startsBefore, err := adm.ListStartOffsets(ctx, names...)
 	if err != nil {
 		t.Fatalf("kafkatest.Cleaner: %v", err)

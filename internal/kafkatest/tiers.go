@@ -2,6 +2,7 @@ package kafkatest
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -117,7 +118,7 @@ func writeTally(pkg string) error {
 		return err
 	}
 	defer f.Close()
-	for _, label := range sortedKeys(tally.counts) {
+	for _, label := range slices.Sorted(maps.Keys(tally.counts)) {
 		c := tally.counts[label]
 		if _, err := fmt.Fprintf(f, "%s: %s: %d scenarios passed, %d failed\n", pkg, label, c[0], c[1]); err != nil {
 			return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/topicconfig"
 )
 
 // destinationTopicVisible bounds the wait for a created destination topic to reach every
@@ -40,7 +43,7 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src kafkareq.Cluste
 		return nil, err
 	}
 	rec, _ := e.store.Mirror(mirror)
-	filter, err := newConfigFilter(rec.Sync.TopicConfigExcludes)
+	filter, err := topicconfig.NewFilter(rec.Sync.TopicConfigExcludes)
 	if err != nil {
 		return nil, permanent(err)
 	}
@@ -56,7 +59,7 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src kafkareq.Cluste
 			}
 		}
 	}
-	configs, dropped := filter.creationConfigs(overrides)
+	configs, dropped := filter.CreationConfigs(overrides)
 
 	srcMeta, err := src.Admin.Metadata(ctx, topic)
 	if err != nil {
@@ -75,19 +78,19 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src kafkareq.Cluste
 		sourceMinInsync, _ = strconv.Atoi(*v)
 	}
 	dt := rec.DestinationTopics
-	repl := replicationFor(dt.ReplicationFactor, dt.MinInsyncReplicas, sourceRF, sourceMinInsync, len(dstMeta.Brokers))
-	if repl.minInsync > 0 {
-		v := strconv.Itoa(repl.minInsync)
+	repl := topicconfig.ReplicationFor(dt.ReplicationFactor, dt.MinInsyncReplicas, sourceRF, sourceMinInsync, len(dstMeta.Brokers))
+	if repl.MinInsync > 0 {
+		v := strconv.Itoa(repl.MinInsync)
 		configs["min.insync.replicas"] = &v
 	}
-	if repl.capped {
+	if repl.Capped {
 		e.log.Warn("destination topic gets less replication than the source or the mirror's setting", "topic", topic,
-			"source_replication_factor", repl.sourceValue, "setting_replication_factor", dt.ReplicationFactor,
-			"setting_min_insync_replicas", dt.MinInsyncReplicas, "replication_factor", repl.factor,
-			"min_insync_replicas", repl.minInsync, "destination_brokers", len(dstMeta.Brokers))
+			"source_replication_factor", repl.SourceValue, "setting_replication_factor", dt.ReplicationFactor,
+			"setting_min_insync_replicas", dt.MinInsyncReplicas, "replication_factor", repl.Factor,
+			"min_insync_replicas", repl.MinInsync, "destination_brokers", len(dstMeta.Brokers))
 	}
 
-	rejected, err := e.createTopic(ctx, topic, int32(partitions), repl.factor, configs)
+	rejected, err := e.createTopic(ctx, topic, int32(partitions), repl.Factor, configs)
 	dropped = append(dropped, rejected...)
 	if err != nil {
 		return nil, err
@@ -100,14 +103,14 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src kafkareq.Cluste
 		}
 	}
 	e.log.Info("destination topic created", "topic", topic, "partitions", partitions,
-		"replication_factor", repl.factor, "min_insync_replicas", repl.minInsync, "configs", len(configs))
+		"replication_factor", repl.Factor, "min_insync_replicas", repl.MinInsync, "configs", len(configs))
 	return leftOut, e.waitDestinationTopic(ctx, topic, partitions)
 }
 
 // createTopic creates topic; configs the destination refuses (INVALID_CONFIG: a config it
 // does not know, or a value it does not accept) are found one by one with validate-only
 // requests, left out and returned with the broker's reason.
-func (e *Engine) createTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]*string) ([]droppedConfig, error) {
+func (e *Engine) createTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]*string) ([]topicconfig.Dropped, error) {
 	create := func(cfgs map[string]*string) error {
 		resp, err := e.dst.Admin.CreateTopic(ctx, partitions, rf, cfgs, topic)
 		if err == nil {
@@ -122,9 +125,9 @@ func (e *Engine) createTopic(ctx context.Context, topic string, partitions int32
 	if !errors.Is(err, kerr.InvalidConfig) {
 		return nil, mirrorerr.WrapAuth("destination", "create topic "+topic, err)
 	}
-	var dropped []droppedConfig
-	for _, key := range sortedKeys(configs) {
-		if _, managed := managedTopicConfigs[key]; managed {
+	var dropped []topicconfig.Dropped
+	for _, key := range slices.Sorted(maps.Keys(configs)) {
+		if _, managed := topicconfig.Managed[key]; managed {
 			continue
 		}
 		resp, verr := e.dst.Admin.ValidateCreateTopics(ctx, partitions, rf, map[string]*string{key: configs[key]}, topic)
@@ -137,7 +140,7 @@ func (e *Engine) createTopic(ctx context.Context, topic string, partitions int32
 			}
 		}
 		if errors.Is(verr, kerr.InvalidConfig) {
-			dropped = append(dropped, droppedConfig{key, "refused by the destination: " + verr.Error()})
+			dropped = append(dropped, topicconfig.Dropped{Key: key, Reason: "refused by the destination: " + verr.Error()})
 			delete(configs, key)
 		}
 	}
@@ -166,7 +169,7 @@ func (e *Engine) waitDestinationTopic(ctx context.Context, topic string, partiti
 	}
 }
 
-func droppedList(ds []droppedConfig) string {
+func droppedList(ds []topicconfig.Dropped) string {
 	parts := make([]string, len(ds))
 	for i, d := range ds {
 		parts[i] = d.String()

@@ -23,6 +23,7 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/topicconfig"
 )
 
 // Config configures an Engine.
@@ -119,8 +120,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Store.Replication == nil {
 		// __mirror_state is replicated as a destination topic of a source with 3 replicas.
 		cfg.Store.Replication = func(brokers int) (int16, int) {
-			r := replicationFor(3, 0, 3, 0, brokers)
-			return r.factor, r.minInsync
+			r := topicconfig.ReplicationFor(3, 0, 3, 0, brokers)
+			return r.Factor, r.MinInsync
 		}
 	}
 	store, err := mirrorstate.OpenStore(ctx, cfg.Destination, cfg.Store)

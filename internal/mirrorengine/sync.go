@@ -19,6 +19,7 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/topicconfig"
 )
 
 // The kinds of sync errors, named as the KIP's MirrorMetadataManager gauges.
@@ -251,13 +252,13 @@ func (s *syncer) syncPartitions(ctx context.Context, src kafkareq.Cluster, topic
 // syncTopicConfigs copies the source topics' explicit overrides (never broker defaults, never
 // the KIP's exclude list or the user's) and removes destination overrides the source dropped.
 func (s *syncer) syncTopicConfigs(ctx context.Context, src kafkareq.Cluster, topics, userExcludes []string) error {
-	filter, err := newConfigFilter(userExcludes)
+	filter, err := topicconfig.NewFilter(userExcludes)
 	if err != nil {
 		return err
 	}
 	// Configs that do not travel are neither copied nor removed: the destination's own
 	// (the managed timestamp configs among them) stay.
-	excluded := func(key string) bool { return filter.why(key) != "" }
+	excluded := func(key string) bool { return filter.Why(key) != "" }
 	srcCfgs, err := src.Admin.DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("describing source topic configs: %w", err)

@@ -50,7 +50,7 @@ type MirrorRecord struct {
 	// UTC without a monotonic reading, as they come back from a reload.
 	CreatedAt time.Time
 	// DestinationTopics is how the worker creates the mirror's destination
-	// topics; the zero value follows the source (see replicationFor).
+	// topics; the zero value follows the source (see ReplicationFor).
 	DestinationTopics DestinationTopicSettings
 }
 

@@ -1,4 +1,4 @@
-package mirrorengine
+package topicconfig
 
 import (
 	"maps"
@@ -8,11 +8,11 @@ import (
 
 func TestCreationConfigs(t *testing.T) {
 	v := func(s string) *string { return &s }
-	f, err := newConfigFilter([]string{"retention\\..*", "segment.bytes"})
+	f, err := NewFilter([]string{"retention\\..*", "segment.bytes"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, dropped := f.creationConfigs(map[string]*string{
+	got, dropped := f.CreationConfigs(map[string]*string{
 		"cleanup.policy":                  v("compact"),
 		"max.message.bytes":               v("2000000"),
 		"retention.ms":                    v("1000"),
@@ -54,7 +54,7 @@ func TestCreationConfigs(t *testing.T) {
 	if strings.Join(names, "\n") != strings.Join(wantDropped, "\n") {
 		t.Errorf("dropped:\n%s\nwant:\n%s", strings.Join(names, "\n"), strings.Join(wantDropped, "\n"))
 	}
-	if _, err := newConfigFilter([]string{"retention.("}); err == nil || !strings.Contains(err.Error(), `"retention.("`) {
+	if _, err := NewFilter([]string{"retention.("}); err == nil || !strings.Contains(err.Error(), `"retention.("`) {
 		t.Errorf("bad pattern: %v, want an error naming it", err)
 	}
 }
@@ -80,9 +80,9 @@ func TestReplicationFor(t *testing.T) {
 		{"unknown source RF: 1", 0, 0, 0, 0, 3, 1, 0, false},
 	}
 	for _, c := range cases {
-		r := replicationFor(c.setting, c.minSetting, c.srcRF, c.srcMin, c.brokers)
-		if r.factor != c.wantRF || r.minInsync != c.wantMin || r.capped != c.wantCapped {
-			t.Errorf("%s: got RF %d min.insync %d capped %v, want %d %d %v", c.name, r.factor, r.minInsync, r.capped, c.wantRF, c.wantMin, c.wantCapped)
+		r := ReplicationFor(c.setting, c.minSetting, c.srcRF, c.srcMin, c.brokers)
+		if r.Factor != c.wantRF || r.MinInsync != c.wantMin || r.Capped != c.wantCapped {
+			t.Errorf("%s: got RF %d min.insync %d capped %v, want %d %d %v", c.name, r.Factor, r.MinInsync, r.Capped, c.wantRF, c.wantMin, c.wantCapped)
 		}
 	}
 }
