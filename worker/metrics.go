@@ -49,6 +49,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/datapath"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/metadatasync"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
 
@@ -75,7 +77,7 @@ type metrics struct {
 	collector         *engineCollector
 }
 
-var _ mirrorengine.Observer = (*metrics)(nil)
+var _ datapath.Observer = (*metrics)(nil)
 
 func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
 	// Latencies from sub-millisecond (loopback) to tens of seconds (a stalled broker).
@@ -234,8 +236,8 @@ func newEngineCollector(slot *engineSlot, log *slog.Logger) *engineCollector {
 
 // syncErrorKinds are the KIP's MirrorMetadataManager error gauges the engine reports.
 var syncErrorKinds = []string{
-	mirrorengine.SyncErrorTopicConfig, mirrorengine.SyncErrorConsumerGroupOffset,
-	mirrorengine.SyncErrorACL, mirrorengine.SyncErrorTopicMetadata,
+	metadatasync.ErrorTopicConfig, metadatasync.ErrorConsumerGroupOffset,
+	metadatasync.ErrorACL, metadatasync.ErrorTopicMetadata,
 }
 
 // snake turns "TopicConfigSyncError" into "topic_config_sync_error".

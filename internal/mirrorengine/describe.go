@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/metadatasync"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
@@ -28,7 +29,7 @@ type MirrorDescription struct {
 	TLS                    bool
 	Sync                   mirrorstate.SyncSettings
 	DestinationTopics      mirrorstate.DestinationTopicSettings
-	SyncStatus             SyncStatus
+	SyncStatus             metadatasync.Status
 	CreatedAt              time.Time
 	Topics                 []string
 	// Error is why the mirror cannot be used (its __mirror_state record cannot be read);

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
@@ -51,14 +50,7 @@ func (e *Engine) ensureDestinationTopic(ctx context.Context, src kafkareq.Cluste
 	if err != nil {
 		return nil, mirrorerr.WrapAuth("source", "describe configs of "+topic, err)
 	}
-	overrides := map[string]*string{}
-	if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
-		for _, c := range rc.Configs {
-			if c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil {
-				overrides[c.Key] = c.Value
-			}
-		}
-	}
+	overrides, _ := topicconfig.Overrides(rcs, topic) // none readable: none to copy
 	configs, dropped := filter.CreationConfigs(overrides)
 
 	srcMeta, err := src.Admin.Metadata(ctx, topic)

@@ -76,7 +76,7 @@ type Engine struct {
 	mu      sync.Mutex
 	sources map[string]*kgo.Client // by mirror name
 	runners map[partitionKey]*runner
-	syncers map[string]*syncer // by mirror name
+	syncers map[string]*runningSync // by mirror name
 	// storeDown is why the destination did not answer a command's check of __mirror_state
 	// at storeDownAt; empty when it answered.
 	storeDown   string
@@ -132,7 +132,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, dst: kafkareq.NewCluster("destination", cfg.Destination), dstID: dstID, store: store,
 		ctx: runCtx, cancel: cancel, sources: map[string]*kgo.Client{}, runners: map[partitionKey]*runner{},
-		syncers: map[string]*syncer{}, place: newPlacement(),
+		syncers: map[string]*runningSync{}, place: newPlacement(),
 	}
 	for _, m := range store.Mirrors() {
 		e.startSyncer(m.Name)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/metadatasync"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
@@ -344,7 +345,7 @@ func TestEngineSourceClusterIDChanged(t *testing.T) {
 	// The metadata sync halts with the same finding.
 	eventually(t, "sync reports the changed cluster id", func() error {
 		st, err := e.SyncStatus("m")
-		if msg := st.Errors[SyncErrorTopicMetadata]; err != nil || !strings.Contains(msg, "source-two") || !strings.Contains(msg, string(CodeSourceClusterIDMismatch)) {
+		if msg := st.Errors[metadatasync.ErrorTopicMetadata]; err != nil || !strings.Contains(msg, "source-two") || !strings.Contains(msg, string(CodeSourceClusterIDMismatch)) {
 			return fmt.Errorf("sync status %+v %v", st, err)
 		}
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/metadatasync"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
@@ -144,9 +145,9 @@ func (e *Engine) promoteReady(ctx context.Context, rec mirrorstate.MirrorRecord,
 // a cluster starts, its group coordinator is not available until __consumer_offsets exists
 // (COORDINATOR_NOT_AVAILABLE on Apache Kafka), and a sync is idempotent.
 func (e *Engine) syncGroupsRetrying(ctx context.Context, rec mirrorstate.MirrorRecord, srcCl *kgo.Client, topics []string) (skipped int, err error) {
-	s := &syncer{e: e, mirror: rec.Name}
+	s := metadatasync.New(syncHost{e}, e.dst.Client, e.log, rec.Name)
 	for {
-		skipped, err = s.syncGroupOffsets(ctx, kafkareq.NewCluster("source", srcCl), topics, rec.Sync)
+		skipped, err = s.SyncGroupOffsets(ctx, kafkareq.NewCluster("source", srcCl), topics, rec.Sync)
 		if err == nil {
 			return skipped, nil
 		}

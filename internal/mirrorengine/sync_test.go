@@ -13,6 +13,7 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/topicconfig"
 )
 
 // syncedMirror starts a mirror of topic with every sync on a short interval.
@@ -53,7 +54,7 @@ func topicOverrides(t *testing.T, c *kafkatest.Cluster, topic string) map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := overrides(rcs, topic)
+	got, err := topicconfig.Overrides(rcs, topic)
 	if err != nil {
 		t.Fatal(err)
 	}

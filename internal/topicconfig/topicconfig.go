@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // KIPExcludes are the KIP's topic configs that are never copied (§7.2 of the KIP).
@@ -132,4 +135,22 @@ func ReplicationFor(setting int16, minInsyncSetting int, sourceRF int16, sourceM
 		r.MinInsync, r.Capped = int(r.Factor), true
 	}
 	return r
+}
+
+// Overrides returns a topic's explicitly set configs.
+func Overrides(rcs kadm.ResourceConfigs, topic string) (map[string]*string, error) {
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("configs of %q: %w", topic, err)
+	}
+	out := map[string]*string{}
+	for _, c := range rc.Configs {
+		if c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil {
+			out[c.Key] = c.Value
+		}
+	}
+	return out, nil
 }

@@ -1,9 +1,15 @@
-package mirrorengine
+// Package metadatasync is a mirror's MirrorMetadataManager (KIP-1279): the topic configs,
+// consumer group offsets and ACLs of its MIRRORING topics, the partitions the source gained,
+// and the source cluster id, checked every sync interval. It reaches the engine only through
+// the small Engine interface.
+package metadatasync
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -13,25 +19,25 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
-	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/topicconfig"
 )
 
 // The kinds of sync errors, named as the KIP's MirrorMetadataManager gauges.
 const (
-	SyncErrorTopicConfig         = "TopicConfigSyncError"
-	SyncErrorConsumerGroupOffset = "ConsumerGroupOffsetSyncError"
-	SyncErrorACL                 = "AclSyncError"
-	SyncErrorTopicMetadata       = "TopicMetadataRefreshError"
+	ErrorTopicConfig         = "TopicConfigSyncError"
+	ErrorConsumerGroupOffset = "ConsumerGroupOffsetSyncError"
+	ErrorACL                 = "AclSyncError"
+	ErrorTopicMetadata       = "TopicMetadataRefreshError"
 )
 
-// SyncStatus is the outcome of a mirror's last metadata sync cycle.
-type SyncStatus struct {
+// Status is the outcome of a mirror's last metadata sync cycle.
+type Status struct {
 	LastCycle time.Time
 	// Errors holds the last error of each kind that failed in the last cycle.
 	Errors map[string]string
@@ -40,86 +46,69 @@ type SyncStatus struct {
 	SkippedActiveGroups int
 }
 
-// syncer is a mirror's MirrorMetadataManager: every interval (and once at start) it copies
-// topic configs, consumer group offsets and ACLs of the MIRRORING topics, adds partitions
-// the source gained, and checks the source cluster id. Its errors never stop the data path.
-type syncer struct {
-	e      *Engine
+// Engine is what a mirror's sync needs of the engine that runs the mirror.
+type Engine interface {
+	// Mirror is the mirror's record; false once the mirror is gone.
+	Mirror(name string) (mirrorstate.MirrorRecord, bool)
+	// Source is a client of the mirror's source cluster.
+	Source(mirror string) (*kgo.Client, error)
+	// MirroringTopics are the mirror's topics with a partition MIRRORING, in name order.
+	MirroringTopics(mirror string) []string
+	// SourceReplaced fails the mirror's partitions for good: another cluster answers at
+	// the source's address.
+	SourceReplaced(mirror, msg string)
+	// PartitionsAdded records the partitions from to to-1 the destination topic gained.
+	PartitionsAdded(ctx context.Context, mirror, topic string, from, to int) error
+	// EnsureRunners starts the topic's partitions that have no runner yet.
+	EnsureRunners(ctx context.Context, mirror, topic string) error
+}
+
+// Syncer is a mirror's MirrorMetadataManager: every interval (and once at start, and when
+// kicked) it copies topic configs, consumer group offsets and ACLs of the MIRRORING topics,
+// adds partitions the source gained, and checks the source cluster id. Its errors never stop
+// the data path.
+type Syncer struct {
+	engine Engine
+	dst    kafkareq.Cluster
+	log    *slog.Logger
 	mirror string
-	cancel context.CancelFunc
-	done   chan struct{}
 	kick   chan struct{}
 
 	mu     sync.Mutex
-	status SyncStatus
+	status Status
 }
 
-func (e *Engine) startSyncer(mirror string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.syncers[mirror] != nil {
-		return
-	}
-	parent := e.ctx
-	if e.cfg.Placement != nil {
-		if parent = e.place.syncOwned(e.cfg.Placement, mirror); parent == nil {
-			return // runs where it is owned
-		}
-	}
-	ctx, cancel := context.WithCancel(parent)
-	s := &syncer{e: e, mirror: mirror, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1)}
-	e.syncers[mirror] = s
-	go s.run(ctx)
+// New is the sync of mirror, writing to the destination.
+func New(engine Engine, destination *kgo.Client, log *slog.Logger, mirror string) *Syncer {
+	return &Syncer{engine: engine, dst: kafkareq.NewCluster("destination", destination), log: log, mirror: mirror, kick: make(chan struct{}, 1)}
 }
 
-func (e *Engine) stopSyncer(mirror string) {
-	e.mu.Lock()
-	s := e.syncers[mirror]
-	delete(e.syncers, mirror)
-	e.mu.Unlock()
-	if s != nil {
-		s.cancel()
-		<-s.done
+// Kick asks for a sync cycle now (a topic just started).
+func (s *Syncer) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 
-// kickSyncer asks for a sync cycle now (a topic just started).
-func (e *Engine) kickSyncer(mirror string) {
-	e.mu.Lock()
-	s := e.syncers[mirror]
-	e.mu.Unlock()
-	if s != nil {
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// SyncStatus returns the last sync outcome of a mirror.
-func (e *Engine) SyncStatus(mirror string) (SyncStatus, error) {
-	e.mu.Lock()
-	s := e.syncers[mirror]
-	e.mu.Unlock()
-	if s == nil {
-		return SyncStatus{}, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
-	}
+// Status is the outcome of the last cycle.
+func (s *Syncer) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.status
-	st.Errors = make(map[string]string, len(s.status.Errors))
-	for k, v := range s.status.Errors {
-		st.Errors[k] = v
+	st.Errors = maps.Clone(s.status.Errors)
+	if st.Errors == nil {
+		st.Errors = map[string]string{}
 	}
-	return st, nil
+	return st
 }
 
-func (s *syncer) run(ctx context.Context) {
-	defer close(s.done)
+// Run syncs until ctx ends.
+func (s *Syncer) Run(ctx context.Context) {
 	for {
 		s.cycle(ctx)
 		interval := kip.DefaultSyncInterval
-		if rec, ok := s.e.store.Mirror(s.mirror); ok && rec.Sync.Interval > 0 {
+		if rec, ok := s.engine.Mirror(s.mirror); ok && rec.Sync.Interval > 0 {
 			interval = rec.Sync.Interval
 		}
 		select {
@@ -132,90 +121,68 @@ func (s *syncer) run(ctx context.Context) {
 }
 
 // cycle runs one sync; each part records its own error and the others still run.
-func (s *syncer) cycle(ctx context.Context) {
+func (s *Syncer) cycle(ctx context.Context) {
 	errs := map[string]string{}
 	skipped := 0
 	defer func() {
 		s.mu.Lock()
-		s.status = SyncStatus{LastCycle: time.Now().UTC(), Errors: errs, SkippedActiveGroups: skipped}
+		s.status = Status{LastCycle: time.Now().UTC(), Errors: errs, SkippedActiveGroups: skipped}
 		s.mu.Unlock()
 		for kind, msg := range errs {
-			s.e.log.Warn("metadata sync failed", "mirror", s.mirror, "kind", kind, "error", msg)
+			s.log.Warn("metadata sync failed", "mirror", s.mirror, "kind", kind, "error", msg)
 		}
 	}()
-	e := s.e
-	rec, ok := e.store.Mirror(s.mirror)
+	rec, ok := s.engine.Mirror(s.mirror)
 	if !ok {
 		return
 	}
-	srcCl, err := e.source(s.mirror)
+	srcCl, err := s.engine.Source(s.mirror)
 	if err != nil {
-		errs[SyncErrorTopicMetadata] = err.Error()
+		errs[ErrorTopicMetadata] = err.Error()
 		return
 	}
 	src := kafkareq.NewCluster("source", srcCl)
 	id, err := kafkareq.ClusterID(ctx, srcCl)
 	if err != nil {
-		errs[SyncErrorTopicMetadata] = fmt.Sprintf("reaching the source cluster: %v", err)
+		errs[ErrorTopicMetadata] = fmt.Sprintf("reaching the source cluster: %v", err)
 		return
 	}
 	if id != rec.SourceClusterID {
 		// A replaced source must not feed anything more: halt sync, fail the topics.
-		msg := fmt.Sprintf("%s: the source cluster reports cluster id %q, but mirror %q is bound to %q", CodeSourceClusterIDMismatch, id, s.mirror, rec.SourceClusterID)
-		errs[SyncErrorTopicMetadata] = msg
-		for _, topic := range e.mirrorTopics(s.mirror) {
-			for _, r := range e.topicRunners(s.mirror, topic) {
-				if st := r.Status().State; st != partitionstate.StateStopped && st != partitionstate.StateFailed {
-					r.send(partitionstate.Fail{Err: msg, Retryable: false, Now: time.Now()})
-				}
-			}
-		}
+		msg := fmt.Sprintf("%s: the source cluster reports cluster id %q, but mirror %q is bound to %q", kip.CodeSourceClusterIDMismatch, id, s.mirror, rec.SourceClusterID)
+		errs[ErrorTopicMetadata] = msg
+		s.engine.SourceReplaced(s.mirror, msg)
 		return
 	}
-	topics := s.mirroringTopics()
+	topics := s.engine.MirroringTopics(s.mirror)
 	if len(topics) == 0 {
 		return
 	}
 	if err := s.syncPartitions(ctx, src, topics); err != nil {
-		errs[SyncErrorTopicMetadata] = err.Error()
+		errs[ErrorTopicMetadata] = err.Error()
 	}
 	if rec.Sync.TopicConfigs {
 		if err := s.syncTopicConfigs(ctx, src, topics, rec.Sync.TopicConfigExcludes); err != nil {
-			errs[SyncErrorTopicConfig] = err.Error()
+			errs[ErrorTopicConfig] = err.Error()
 		}
 	}
 	if rec.Sync.ConsumerGroups {
-		n, err := s.syncGroupOffsets(ctx, src, topics, rec.Sync)
+		n, err := s.SyncGroupOffsets(ctx, src, topics, rec.Sync)
 		skipped = n
 		if err != nil {
-			errs[SyncErrorConsumerGroupOffset] = err.Error()
+			errs[ErrorConsumerGroupOffset] = err.Error()
 		}
 	}
 	if rec.Sync.ACLs {
 		if err := s.syncACLs(ctx, src, topics, rec.Sync); err != nil {
-			errs[SyncErrorACL] = err.Error()
+			errs[ErrorACL] = err.Error()
 		}
 	}
-}
-
-// mirroringTopics are the mirror's topics with a partition MIRRORING; paused and stopped
-// topics are never synced.
-func (s *syncer) mirroringTopics() []string {
-	var out []string
-	for _, topic := range s.e.mirrorTopics(s.mirror) {
-		for _, st := range s.e.topicStatuses(s.mirror, topic) {
-			if st.State == partitionstate.StateMirroring {
-				out = append(out, topic)
-				break
-			}
-		}
-	}
-	return out
 }
 
 // syncPartitions adds the partitions a source topic gained to the destination topic and
 // starts mirroring them.
-func (s *syncer) syncPartitions(ctx context.Context, src kafkareq.Cluster, topics []string) error {
+func (s *Syncer) syncPartitions(ctx context.Context, src kafkareq.Cluster, topics []string) error {
 	var problems []string
 	for _, topic := range topics {
 		sm, err := src.Metadata(ctx, topic, 0)
@@ -223,13 +190,13 @@ func (s *syncer) syncPartitions(ctx context.Context, src kafkareq.Cluster, topic
 			problems = append(problems, err.Error())
 			continue
 		}
-		dm, err := s.e.dst.Metadata(ctx, topic, 0)
+		dm, err := s.dst.Metadata(ctx, topic, 0)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
 		}
 		if sm.Partitions > dm.Partitions {
-			resp, err := s.e.dst.Admin.UpdatePartitions(ctx, sm.Partitions, topic)
+			resp, err := s.dst.Admin.UpdatePartitions(ctx, sm.Partitions, topic)
 			if err == nil {
 				err = resp.Error()
 			}
@@ -237,12 +204,12 @@ func (s *syncer) syncPartitions(ctx context.Context, src kafkareq.Cluster, topic
 				problems = append(problems, fmt.Sprintf("adding partitions to %q: %v", topic, err))
 				continue
 			}
-			s.e.log.Info("destination topic grew with the source", "mirror", s.mirror, "topic", topic, "from", dm.Partitions, "to", sm.Partitions)
-			if err := s.e.recordNewPartitions(ctx, s.mirror, topic, dm.Partitions, sm.Partitions); err != nil {
+			s.log.Info("destination topic grew with the source", "mirror", s.mirror, "topic", topic, "from", dm.Partitions, "to", sm.Partitions)
+			if err := s.engine.PartitionsAdded(ctx, s.mirror, topic, dm.Partitions, sm.Partitions); err != nil {
 				problems = append(problems, err.Error())
 			}
 		}
-		if err := s.e.ensureRunners(ctx, s.mirror, topic); err != nil {
+		if err := s.engine.EnsureRunners(ctx, s.mirror, topic); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}
@@ -251,7 +218,7 @@ func (s *syncer) syncPartitions(ctx context.Context, src kafkareq.Cluster, topic
 
 // syncTopicConfigs copies the source topics' explicit overrides (never broker defaults, never
 // the KIP's exclude list or the user's) and removes destination overrides the source dropped.
-func (s *syncer) syncTopicConfigs(ctx context.Context, src kafkareq.Cluster, topics, userExcludes []string) error {
+func (s *Syncer) syncTopicConfigs(ctx context.Context, src kafkareq.Cluster, topics, userExcludes []string) error {
 	filter, err := topicconfig.NewFilter(userExcludes)
 	if err != nil {
 		return err
@@ -263,18 +230,18 @@ func (s *syncer) syncTopicConfigs(ctx context.Context, src kafkareq.Cluster, top
 	if err != nil {
 		return fmt.Errorf("describing source topic configs: %w", err)
 	}
-	dstCfgs, err := s.e.dst.Admin.DescribeTopicConfigs(ctx, topics...)
+	dstCfgs, err := s.dst.Admin.DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("describing destination topic configs: %w", err)
 	}
 	var problems []string
 	for _, topic := range topics {
-		want, err := overrides(srcCfgs, topic)
+		want, err := topicconfig.Overrides(srcCfgs, topic)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
 		}
-		have, err := overrides(dstCfgs, topic)
+		have, err := topicconfig.Overrides(dstCfgs, topic)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
@@ -294,7 +261,7 @@ func (s *syncer) syncTopicConfigs(ctx context.Context, src kafkareq.Cluster, top
 			continue
 		}
 		sort.Slice(alter, func(i, j int) bool { return alter[i].Name < alter[j].Name })
-		resp, err := s.e.dst.Admin.AlterTopicConfigs(ctx, alter, topic)
+		resp, err := s.dst.Admin.AlterTopicConfigs(ctx, alter, topic)
 		if err == nil {
 			for _, r := range resp {
 				if err = r.Err; err != nil {
@@ -309,29 +276,11 @@ func (s *syncer) syncTopicConfigs(ctx context.Context, src kafkareq.Cluster, top
 	return joinProblems(problems)
 }
 
-// overrides returns a topic's explicitly set configs.
-func overrides(rcs kadm.ResourceConfigs, topic string) (map[string]*string, error) {
-	rc, err := rcs.On(topic, nil)
-	if err == nil {
-		err = rc.Err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("configs of %q: %w", topic, err)
-	}
-	out := map[string]*string{}
-	for _, c := range rc.Configs {
-		if c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil {
-			out[c.Key] = c.Value
-		}
-	}
-	return out, nil
-}
-
-// syncGroupOffsets copies committed offsets of the mirrored topics as they are (offsets are
+// SyncGroupOffsets copies committed offsets of the mirrored topics as they are (offsets are
 // identical on both clusters), clamped to the destination's valid range and committed with
 // leader epoch -1. Groups with members on the destination are skipped and counted, and a
 // destination offset is never moved backwards.
-func (s *syncer) syncGroupOffsets(ctx context.Context, src kafkareq.Cluster, topics []string, cfg mirrorstate.SyncSettings) (skipped int, err error) {
+func (s *Syncer) SyncGroupOffsets(ctx context.Context, src kafkareq.Cluster, topics []string, cfg mirrorstate.SyncSettings) (skipped int, err error) {
 	include, exclude, err := groupFilters(cfg)
 	if err != nil {
 		return 0, err
@@ -350,15 +299,15 @@ func (s *syncer) syncGroupOffsets(ctx context.Context, src kafkareq.Cluster, top
 		return 0, nil
 	}
 	sort.Strings(groups)
-	described, err := s.e.dst.Admin.DescribeGroups(ctx, groups...)
+	described, err := s.dst.Admin.DescribeGroups(ctx, groups...)
 	if err != nil {
 		return 0, fmt.Errorf("describing destination groups: %w", err)
 	}
-	starts, err := s.e.dst.Admin.ListStartOffsets(ctx, topics...)
+	starts, err := s.dst.Admin.ListStartOffsets(ctx, topics...)
 	if err != nil {
 		return 0, fmt.Errorf("listing destination log starts: %w", err)
 	}
-	ends, err := s.e.dst.Admin.ListEndOffsets(ctx, topics...)
+	ends, err := s.dst.Admin.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		return 0, fmt.Errorf("listing destination end offsets: %w", err)
 	}
@@ -366,7 +315,7 @@ func (s *syncer) syncGroupOffsets(ctx context.Context, src kafkareq.Cluster, top
 	for _, g := range groups {
 		if d, ok := described[g]; ok && len(d.Members) > 0 {
 			skipped++
-			s.e.log.Debug("group has members on the destination; its offsets are not synced", "mirror", s.mirror, "group", g)
+			s.log.Debug("group has members on the destination; its offsets are not synced", "mirror", s.mirror, "group", g)
 			continue
 		}
 		srcOffsets, err := src.Admin.FetchOffsetsForTopics(ctx, g, topics...)
@@ -377,7 +326,7 @@ func (s *syncer) syncGroupOffsets(ctx context.Context, src kafkareq.Cluster, top
 			problems = append(problems, fmt.Sprintf("group %q on the source: %v", g, err))
 			continue
 		}
-		dstOffsets, err := s.e.dst.Admin.FetchOffsetsForTopics(ctx, g, topics...)
+		dstOffsets, err := s.dst.Admin.FetchOffsetsForTopics(ctx, g, topics...)
 		if errors.Is(err, kerr.GroupIDNotFound) {
 			dstOffsets, err = kadm.OffsetResponses{}, nil // a group new to the destination
 		}
@@ -404,7 +353,7 @@ func (s *syncer) syncGroupOffsets(ctx context.Context, src kafkareq.Cluster, top
 		if len(commit) == 0 {
 			continue
 		}
-		resp, err := s.e.dst.Admin.CommitOffsets(ctx, g, commit)
+		resp, err := s.dst.Admin.CommitOffsets(ctx, g, commit)
 		if err == nil {
 			err = resp.Error()
 		}
@@ -449,7 +398,7 @@ func matchesAny(res []*regexp.Regexp, s string, emptyMatches bool) bool {
 // syncACLs creates on the destination the source ACLs of the mirrored topics and of the
 // synced groups. It deletes nothing: the destination's own ACLs (read-only enforcement, the
 // worker's, other mirrors') must survive.
-func (s *syncer) syncACLs(ctx context.Context, src kafkareq.Cluster, topics []string, cfg mirrorstate.SyncSettings) error {
+func (s *Syncer) syncACLs(ctx context.Context, src kafkareq.Cluster, topics []string, cfg mirrorstate.SyncSettings) error {
 	results, err := src.Admin.DescribeACLs(ctx, kadm.NewACLs().AnyResource().
 		ResourcePatternType(kadm.ACLPatternAny).Operations(kadm.OpAny).Allow().Deny().AllowHosts().DenyHosts())
 	if err == nil {
@@ -493,7 +442,7 @@ func (s *syncer) syncACLs(ctx context.Context, src kafkareq.Cluster, topics []st
 				b.Deny(acl.Principal).DenyHosts(acl.Host)
 			}
 			// Creating an ACL that exists is a no-op on the broker.
-			res, err := s.e.dst.Admin.CreateACLs(ctx, b)
+			res, err := s.dst.Admin.CreateACLs(ctx, b)
 			if err == nil {
 				for _, c := range res {
 					if err = c.Err; err != nil {
