@@ -148,7 +148,7 @@ func resultsToAPI(rs []mirrorengine.TopicResult) api.TopicResults {
 	for _, r := range rs {
 		res := api.TopicResult{Topic: r.Topic, FinalSync: r.FinalSync}
 		if r.Err != nil {
-			res.ErrorCode, res.Message = string(r.Err.Code), r.Err.Message
+			res.ErrorCode, res.Message = r.Err.Code, r.Err.Message
 		}
 		out.Results = append(out.Results, res)
 	}

@@ -234,7 +234,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &ae):
 	case errors.As(err, &ce):
-		ae = &api.Error{Status: api.StatusFor(string(ce.Code)), Code: string(ce.Code), Message: ce.Message}
+		ae = &api.Error{Status: api.StatusFor(ce.Code), Code: ce.Code, Message: ce.Message}
 	default:
 		ae = &api.Error{Status: http.StatusInternalServerError, Code: api.CodeUnknownServerError, Message: err.Error()}
 	}

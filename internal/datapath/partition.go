@@ -245,7 +245,7 @@ type session struct {
 	txns     map[int64]*replayTxn // by source producer id
 	gaps     []*replayTxn         // write lone markers; gaps[i] has suffix gapSuffix(i), nil until used
 	pending  []*inflight
-	feed     *feed           // the partition's subscription to its source leader's fetcher, from the first step
+	feed     *feed           // the partition's subscription to its source leader's fetcher, from the first copyOnce
 	producer *brokerProducer // the destination leader's pipeline, from the first non-transactional batch
 }
 
@@ -298,7 +298,7 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 		m.ceiling = -1
 		m.mu.Unlock()
 	}()
-	if err := s.prepare(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return false, err
 	}
 	m.cfg.Observer.SessionStarted(m.cfg.Mirror, m.cfg.Topic, m.cfg.Partition)
@@ -311,13 +311,16 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 		case m.draining.Load() && !s.txnOpen():
 			err = errDrained
 		default:
-			err = s.step(ctx)
+			err = s.copyOnce(ctx)
 		}
 	}
 	return m.Progress().DestinationEnd > start, err
 }
 
-func (s *session) prepare(ctx context.Context) error {
+// begin starts a session from where the destination stands: it checks the source is still
+// the mirrored one, adopts the partition's destination producers and open transactions,
+// checks the destination still lines up with the source, and sets where copying continues.
+func (s *session) begin(ctx context.Context) error {
 	m, cfg := s.m, s.cfg
 	if cfg.Source != nil {
 		cl, err := cfg.Source()
@@ -590,8 +593,8 @@ func (s *session) checkProducersSettled(ctx context.Context, before map[int64]ka
 	return nil
 }
 
-// step copies what one fetch returns: the planner decides, the session writes.
-func (s *session) step(ctx context.Context) error {
+// copyOnce copies what one fetch returns: the planner decides, the session writes.
+func (s *session) copyOnce(ctx context.Context) error {
 	m, cfg := s.m, s.cfg
 	offset := max(s.next, s.alignTo)
 	if s.feed == nil {

@@ -131,7 +131,7 @@ func (bp *brokerProducer) run(ctx context.Context) {
 			}
 		}
 		onWire := make(chan struct{})
-		go bp.send(req, items, onWire)
+		go bp.issue(req, items, onWire)
 		// The next request goes after this one on the connection.
 		<-onWire
 	}
@@ -191,7 +191,7 @@ func (bp *brokerProducer) request() (*kmsg.ProduceRequest, []*produceItem) {
 
 // send issues req, closes onWire once it is serialized onto the connection (or failed), and
 // hands every batch its answer.
-func (bp *brokerProducer) send(req *kmsg.ProduceRequest, items []*produceItem, onWire chan struct{}) {
+func (bp *brokerProducer) issue(req *kmsg.ProduceRequest, items []*produceItem, onWire chan struct{}) {
 	defer func() {
 		bp.mu.Lock()
 		bp.inFlight--

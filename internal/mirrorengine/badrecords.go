@@ -18,18 +18,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
-)
-
-// The error codes of the state record commands and refusals (not the KIP's: it has no
-// corrupt coordinator records).
-const (
-	// CodeMirrorStateRecordUnreadable refuses a command on a mirror or topic whose
-	// __mirror_state record cannot be read.
-	CodeMirrorStateRecordUnreadable ErrorCode = "MIRROR_STATE_RECORD_UNREADABLE"
-	// CodeUnknownMirrorStateRecord: no record is stored under the key.
-	CodeUnknownMirrorStateRecord ErrorCode = "UNKNOWN_MIRROR_STATE_RECORD"
 )
 
 // StateRecordKinds are the kinds of __mirror_state records (StateRecord.Kind).
@@ -42,11 +33,11 @@ func (e *Engine) BadStateRecords() []mirrorstate.StateRecord { return e.store.Ba
 // mirror record has its secret fields (sealed as they are) replaced by "[redacted]".
 func (e *Engine) StateRecord(key string) (mirrorstate.StateRecord, error) {
 	if _, err := mirrorstate.ParseKey(key); err != nil {
-		return mirrorstate.StateRecord{}, cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %w", key, err)
+		return mirrorstate.StateRecord{}, cmdErr(kip.CodeInvalidRequest, "%q is not a __mirror_state key: %w", key, err)
 	}
 	r, ok := e.store.Record(key)
 	if !ok {
-		return mirrorstate.StateRecord{}, cmdErr(CodeUnknownMirrorStateRecord, "no __mirror_state record %q", key)
+		return mirrorstate.StateRecord{}, cmdErr(kip.CodeUnknownMirrorStateRecord, "no __mirror_state record %q", key)
 	}
 	if r.Kind == mirrorstate.KindName(mirrorstate.KindMirror) {
 		r.Value = redactMirrorValue(r.Value)
@@ -83,16 +74,16 @@ func (e *Engine) RemoveStateRecord(ctx context.Context, key string, force bool) 
 	defer e.cmdMu.Unlock()
 	k, err := mirrorstate.ParseKey(key)
 	if err != nil {
-		return cmdErr(CodeInvalidRequest, "%q is not a __mirror_state key: %w", key, err)
+		return cmdErr(kip.CodeInvalidRequest, "%q is not a __mirror_state key: %w", key, err)
 	}
 	r, ok := e.store.Record(key)
 	switch {
 	case !ok:
-		return cmdErr(CodeUnknownMirrorStateRecord, "no __mirror_state record %q", key)
+		return cmdErr(kip.CodeUnknownMirrorStateRecord, "no __mirror_state record %q", key)
 	case r.Problem == "" && !force:
-		return cmdErr(CodeInvalidRequest, "__mirror_state record %q is readable; only unreadable records are removed (force removes a readable partition or lastmirror record)", key)
+		return cmdErr(kip.CodeInvalidRequest, "__mirror_state record %q is readable; only unreadable records are removed (force removes a readable partition or lastmirror record)", key)
 	case r.Problem == "" && (k.Kind == mirrorstate.KindMirror || k.Kind == mirrorstate.KindTopicConfig):
-		return cmdErr(CodeInvalidRequest, "__mirror_state record %q is readable: delete the mirror or stop the topic instead", key)
+		return cmdErr(kip.CodeInvalidRequest, "__mirror_state record %q is readable: delete the mirror or stop the topic instead", key)
 	}
 	if cerr := e.record(ctx, fmt.Sprintf("removing __mirror_state record %q", key), func(ctx context.Context) error {
 		return e.store.DeleteKey(ctx, key)
@@ -144,7 +135,7 @@ func (e *Engine) topicProblem(topic string) *CommandError {
 // be read: what the operator sees meanwhile and how to repair it.
 func (e *Engine) refusal(k mirrorstate.RecordKey, what, name, meanwhile, then string) *CommandError {
 	if p := e.recordProblem(k); p != "" {
-		return cmdErr(CodeMirrorStateRecordUnreadable, "%s %q cannot be used: %s; %s. Repair: kafkamirror-worker state remove %s, then %s",
+		return cmdErr(kip.CodeMirrorStateRecordUnreadable, "%s %q cannot be used: %s; %s. Repair: kafkamirror-worker state remove %s, then %s",
 			what, name, p, meanwhile, k, then)
 	}
 	return nil
@@ -157,7 +148,7 @@ func (e *Engine) lookupMirror(name string) (mirrorstate.MirrorRecord, *CommandEr
 	}
 	m, ok := e.store.Mirror(name)
 	if !ok {
-		return mirrorstate.MirrorRecord{}, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", name)
+		return mirrorstate.MirrorRecord{}, cmdErr(kip.CodeUnknownClusterMirror, "cluster mirror %q does not exist", name)
 	}
 	return m, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 )
 
@@ -32,14 +33,14 @@ const sourceRequestTimeout = 15 * time.Second
 func (e *Engine) withSourceClient(ctx context.Context, conn mirrorstate.SourceConnection, fn func(context.Context, *kgo.Client) error) *CommandError {
 	opts, err := kafkaconn.Opts(conn)
 	if err != nil {
-		return cmdErr(CodeInvalidClusterMirrorConfig, "source: %w", err)
+		return cmdErr(kip.CodeInvalidClusterMirrorConfig, "source: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, sourceRequestTimeout)
 	defer cancel()
 	watch := &saslWatch{cancel: cancel}
 	cl, err := kgo.NewClient(append(append(opts, e.cfg.SourceOpts...), kgo.WithHooks(watch))...)
 	if err != nil {
-		return cmdErr(CodeInvalidClusterMirrorConfig, "source: %w", err)
+		return cmdErr(kip.CodeInvalidClusterMirrorConfig, "source: %w", err)
 	}
 	defer cl.Close()
 	err = fn(ctx, cl)
@@ -49,16 +50,16 @@ func (e *Engine) withSourceClient(ctx context.Context, conn mirrorstate.SourceCo
 	case err == nil:
 		return nil
 	case errors.As(err, &unsupported):
-		return cmdErr(CodeUnsupportedVersion, "source cluster at %s: %w", servers, err)
+		return cmdErr(kip.CodeUnsupportedVersion, "source cluster at %s: %w", servers, err)
 	case conn.SASL != nil && (watch.refused.Load() || errors.Is(err, kerr.SaslAuthenticationFailed)):
 		why := "the broker closed the connection instead of accepting the credentials"
 		if errors.Is(err, kerr.SaslAuthenticationFailed) {
 			why = err.Error()
 		}
-		return cmdErr(CodeSaslAuthenticationFailed, "authentication failed: the source cluster at %s refused SASL mechanism %s for user %q (%s); check the user name and the password",
+		return cmdErr(kip.CodeSaslAuthenticationFailed, "authentication failed: the source cluster at %s refused SASL mechanism %s for user %q (%s); check the user name and the password",
 			servers, conn.SASL.Mechanism, conn.SASL.Username, why)
 	}
-	return cmdErr(CodeSourceClusterUnreachable, "cannot reach the source cluster at %s: %w", servers, err)
+	return cmdErr(kip.CodeSourceClusterUnreachable, "cannot reach the source cluster at %s: %w", servers, err)
 }
 
 // saslWatch is a client hook that notices a failed SASL authentication read (the broker
@@ -84,7 +85,7 @@ func (w *saslWatch) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ ti
 func (e *Engine) ListSourceTopics(ctx context.Context, conn mirrorstate.SourceConnection, pattern string) ([]string, error) {
 	re, err := regexp.Compile(pattern)
 	if err != nil {
-		return nil, cmdErr(CodeInvalidRequest, "pattern %q is not a regular expression: %w", pattern, err)
+		return nil, cmdErr(kip.CodeInvalidRequest, "pattern %q is not a regular expression: %w", pattern, err)
 	}
 	var out []string
 	cerr := e.withSourceClient(ctx, conn, func(ctx context.Context, cl *kgo.Client) error {

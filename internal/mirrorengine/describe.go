@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/metadatasync"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -106,7 +107,7 @@ func (e *Engine) DescribeClusterMirror(name string) (MirrorDescription, error) {
 	}
 	m, ok := e.store.Mirror(name)
 	if !ok {
-		return MirrorDescription{}, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", name)
+		return MirrorDescription{}, cmdErr(kip.CodeUnknownClusterMirror, "cluster mirror %q does not exist", name)
 	}
 	return e.describeMirror(m), nil
 }
@@ -131,7 +132,7 @@ func (e *Engine) describableMirror(mirror string) (broken *CommandError, err err
 		return broken, nil
 	}
 	if _, ok := e.store.Mirror(mirror); !ok {
-		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
+		return nil, cmdErr(kip.CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
 	}
 	return nil, nil
 }
@@ -177,7 +178,7 @@ func (e *Engine) topicOf(mirror, topic string) (mirrorstate.TopicConfigRecord, e
 	}
 	tc, ok := e.store.TopicConfig(topic)
 	if owner, _ := partitionstate.ParseMirrorName(tc.MirrorName); !ok || owner != mirror {
-		return mirrorstate.TopicConfigRecord{}, cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, mirror)
+		return mirrorstate.TopicConfigRecord{}, cmdErr(kip.CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, mirror)
 	}
 	return tc, nil
 }

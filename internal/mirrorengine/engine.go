@@ -204,7 +204,7 @@ func (e *Engine) source(mirror string) (*kgo.Client, error) {
 	}
 	rec, ok := e.store.Mirror(mirror)
 	if !ok {
-		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
+		return nil, cmdErr(kip.CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
 	}
 	opts, err := kafkaconn.Opts(rec.Source)
 	if err != nil {
@@ -349,7 +349,7 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m mirrorstate.MirrorRe
 	e.cmdMu.Lock()
 	defer e.cmdMu.Unlock()
 	if err := partitionstate.ValidateMirrorName(m.Name); err != nil {
-		return mirrorstate.MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorName, "%w", err)
+		return mirrorstate.MirrorRecord{}, cmdErr(kip.CodeInvalidClusterMirrorName, "%w", err)
 	}
 	if cerr := e.mirrorProblem(m.Name); cerr != nil {
 		return mirrorstate.MirrorRecord{}, cerr
@@ -360,17 +360,17 @@ func (e *Engine) CreateClusterMirror(ctx context.Context, m mirrorstate.MirrorRe
 		if sameMirror(old, m) {
 			return old, nil
 		}
-		return mirrorstate.MirrorRecord{}, cmdErr(CodeClusterMirrorAlreadyExists, "cluster mirror %q already exists with other settings", m.Name)
+		return mirrorstate.MirrorRecord{}, cmdErr(kip.CodeClusterMirrorAlreadyExists, "cluster mirror %q already exists with other settings", m.Name)
 	}
 	id, cerr := e.probeSource(ctx, m.Source)
 	if cerr != nil {
 		return mirrorstate.MirrorRecord{}, cerr
 	}
 	if m.SourceClusterID != "" && m.SourceClusterID != id {
-		return mirrorstate.MirrorRecord{}, cmdErr(CodeSourceClusterIDMismatch, "the source cluster at %s has cluster id %q, not the expected %q", strings.Join(m.Source.BootstrapServers, ","), id, m.SourceClusterID)
+		return mirrorstate.MirrorRecord{}, cmdErr(kip.CodeSourceClusterIDMismatch, "the source cluster at %s has cluster id %q, not the expected %q", strings.Join(m.Source.BootstrapServers, ","), id, m.SourceClusterID)
 	}
 	if id == e.dstID {
-		return mirrorstate.MirrorRecord{}, cmdErr(CodeInvalidClusterMirrorConfig, "the source cluster is the destination cluster (%s): a cluster cannot mirror itself", id)
+		return mirrorstate.MirrorRecord{}, cmdErr(kip.CodeInvalidClusterMirrorConfig, "the source cluster is the destination cluster (%s): a cluster cannot mirror itself", id)
 	}
 	m.SourceClusterID = id
 	m.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
@@ -417,7 +417,7 @@ func (e *Engine) putMirror(ctx context.Context, m mirrorstate.MirrorRecord) erro
 	})
 	switch {
 	case noKey != nil:
-		return cmdErr(CodeInvalidClusterMirrorConfig, "%w", noKey)
+		return cmdErr(kip.CodeInvalidClusterMirrorConfig, "%w", noKey)
 	case cerr != nil:
 		return cerr
 	}
@@ -445,15 +445,15 @@ func (e *Engine) record(ctx context.Context, what string, write func(context.Con
 	case err == nil:
 		return nil
 	case errors.Is(err, mirrorstate.ErrWriteUnacknowledged):
-		return cmdErr(CodeRequestTimedOut, "%s: the destination cluster did not acknowledge the %s record within %v, so the command may or may not have taken effect: "+
+		return cmdErr(kip.CodeRequestTimedOut, "%s: the destination cluster did not acknowledge the %s record within %v, so the command may or may not have taken effect: "+
 			"it did if the destination appended the record, which describe shows once the destination answers again",
 			what, e.store.Topic(), StoreCommandTimeout)
 	case ctx.Err() != nil:
 		// kgo fails an idempotent record on its context only when it was never sent.
-		return cmdErr(CodeCoordinatorNotAvailable, "%s: the destination cluster did not take the %s record within %v, so the command did not take effect; send it again once the destination answers: %w",
+		return cmdErr(kip.CodeCoordinatorNotAvailable, "%s: the destination cluster did not take the %s record within %v, so the command did not take effect; send it again once the destination answers: %w",
 			what, e.store.Topic(), StoreCommandTimeout, err)
 	}
-	return cmdErr(CodeUnknownServerError, "%s: %w", what, err)
+	return cmdErr(kip.CodeUnknownServerError, "%s: %w", what, err)
 }
 
 type arrivalKey struct{}
@@ -487,7 +487,7 @@ func (e *Engine) storeAnswers(ctx context.Context, what string) *CommandError {
 		e.mu.Unlock()
 	}
 	if down != "" {
-		return cmdErr(CodeCoordinatorNotAvailable, "%s: %s", what, down)
+		return cmdErr(kip.CodeCoordinatorNotAvailable, "%s: %s", what, down)
 	}
 	return nil
 }
@@ -497,7 +497,7 @@ func (e *Engine) storeAnswers(ctx context.Context, what string) *CommandError {
 // client retries.
 func storeDown(results []TopicResult) error {
 	for _, r := range results {
-		if r.Err == nil || (r.Err.Code != CodeCoordinatorNotAvailable && r.Err.Code != CodeRequestTimedOut) {
+		if r.Err == nil || (r.Err.Code != kip.CodeCoordinatorNotAvailable && r.Err.Code != kip.CodeRequestTimedOut) {
 			return nil
 		}
 	}
@@ -538,7 +538,7 @@ func (e *Engine) UpdateClusterMirror(ctx context.Context, m mirrorstate.MirrorRe
 			return mirrorstate.MirrorRecord{}, cerr
 		}
 		if id != old.SourceClusterID {
-			return mirrorstate.MirrorRecord{}, cmdErr(CodeSourceClusterIDMismatch, "the new settings reach cluster %q, but the mirror is bound to %q", id, old.SourceClusterID)
+			return mirrorstate.MirrorRecord{}, cmdErr(kip.CodeSourceClusterIDMismatch, "the new settings reach cluster %q, but the mirror is bound to %q", id, old.SourceClusterID)
 		}
 	}
 	m.SourceClusterID, m.CreatedAt = old.SourceClusterID, old.CreatedAt
@@ -566,7 +566,7 @@ func (e *Engine) DeleteClusterMirror(ctx context.Context, name string) error {
 		}
 	}
 	if len(active) > 0 {
-		return cmdErr(CodeClusterMirrorNotEmpty, "cluster mirror %q still mirrors topics %s: stop them first (failover)", name, strings.Join(active, ", "))
+		return cmdErr(kip.CodeClusterMirrorNotEmpty, "cluster mirror %q still mirrors topics %s: stop them first (failover)", name, strings.Join(active, ", "))
 	}
 	// Before the runners stop: a destination that does not answer leaves everything as it was.
 	if cerr := e.storeAnswers(ctx, "deleting the mirror"); cerr != nil {
@@ -665,7 +665,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 		divergence = "fail"
 	case "fail", "recreate":
 	default:
-		return nil, cmdErr(CodeInvalidRequest, "divergence must be \"fail\" or \"recreate\", not %q", divergence)
+		return nil, cmdErr(kip.CodeInvalidRequest, "divergence must be \"fail\" or \"recreate\", not %q", divergence)
 	}
 	src, err := e.source(mirror)
 	if err != nil {
@@ -673,7 +673,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 	}
 	results := e.eachTopic(topics, func(topic string) *CommandError {
 		if p := kip.TopicNameProblem(topic); p != "" {
-			return cmdErr(CodeInvalidTopic, "topic name %q %s", topic, p)
+			return cmdErr(kip.CodeInvalidTopic, "topic name %q %s", topic, p)
 		}
 		if cerr := e.topicProblem(topic); cerr != nil {
 			return cerr
@@ -683,14 +683,14 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			other, d := partitionstate.ParseMirrorName(tc.MirrorName)
 			switch {
 			case d != partitionstate.DesiredStopped && other != mirror:
-				return cmdErr(CodeTopicAlreadyInClusterMirror, "topic %q is in cluster mirror %q (%s); stop it there first", topic, other, d)
+				return cmdErr(kip.CodeTopicAlreadyInClusterMirror, "topic %q is in cluster mirror %q (%s); stop it there first", topic, other, d)
 			case d == partitionstate.DesiredMirroring && tc.Divergence == divergence && !e.topicFailed(mirror, topic):
 				// A repeat of the start (a retry whose first answer was lost) is done.
 				return nil
 			case d != partitionstate.DesiredStopped && !e.topicFailed(mirror, topic):
 				// Starting a FAILED topic again is the operator's recovery; a paused topic
 				// resumes, and another divergence policy is a different start.
-				return cmdErr(CodeTopicAlreadyInClusterMirror, "topic %q is already %s in cluster mirror %q (divergence %q)", topic, d, mirror, tc.Divergence)
+				return cmdErr(kip.CodeTopicAlreadyInClusterMirror, "topic %q is already %s in cluster mirror %q (divergence %q)", topic, d, mirror, tc.Divergence)
 			case d == partitionstate.DesiredStopped && other != mirror:
 				// Stopped in another mirror: that mirror's records of it are history now.
 				if cerr := e.record(ctx, fmt.Sprintf("deleting the partition records of %q in cluster mirror %q", topic, other), func(ctx context.Context) error {
@@ -706,13 +706,13 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 		if err != nil {
 			var unknown *mirrorerr.UnknownTopicError
 			if errors.As(err, &unknown) {
-				return cmdErr(CodeUnknownTopicOrPartition, "topic %q does not exist on the source cluster", topic)
+				return cmdErr(kip.CodeUnknownTopicOrPartition, "topic %q does not exist on the source cluster", topic)
 			}
-			return cmdErr(CodeSourceClusterUnreachable, "describing topic %q on the source: %w", topic, err)
+			return cmdErr(kip.CodeSourceClusterUnreachable, "describing topic %q on the source: %w", topic, err)
 		}
 		if divergence == "recreate" {
 			if err := e.recreateIfDiverged(ctx, mirror, topic, smeta.Partitions); err != nil {
-				return cmdErr(CodeUnknownServerError, "divergence = \"recreate\" on topic %q: %w", topic, err)
+				return cmdErr(kip.CodeUnknownServerError, "divergence = \"recreate\" on topic %q: %w", topic, err)
 			}
 		}
 		// The command creates the destination topic, so that the record of the configs it
@@ -731,7 +731,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			return cerr
 		}
 		if err := e.ensureRunners(ctx, mirror, topic); err != nil {
-			return cmdErr(CodeSourceClusterUnreachable, "%w", err)
+			return cmdErr(kip.CodeSourceClusterUnreachable, "%w", err)
 		}
 		for _, r := range e.topicRunners(mirror, topic) {
 			if s := r.Status().State; s == partitionstate.StateStopped || s == partitionstate.StateFailed {
@@ -741,7 +741,7 @@ func (e *Engine) StartMirrorTopics(ctx context.Context, mirror string, topics []
 			}
 		}
 		if err := e.restartElsewhere(ctx, mirror, topic); err != nil {
-			return cmdErr(CodeUnknownServerError, "restarting the partitions of %q: %w", topic, err)
+			return cmdErr(kip.CodeUnknownServerError, "restarting the partitions of %q: %w", topic, err)
 		}
 		e.kickSyncer(mirror)
 		e.log.Info("mirror topic started", "mirror", mirror, "topic", topic, "divergence", divergence)
@@ -776,13 +776,13 @@ func (e *Engine) changeDesired(ctx context.Context, mirror string, topics []stri
 		tc, ok := e.store.TopicConfig(topic)
 		current, from := partitionstate.ParseMirrorName(tc.MirrorName)
 		if !ok || current != mirror {
-			return cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, mirror)
+			return cmdErr(kip.CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, mirror)
 		}
 		switch {
 		case from == partitionstate.DesiredStopped && to == partitionstate.DesiredStopped:
-			return cmdErr(CodeMirrorTopicAlreadyStopped, "topic %q is already stopped", topic)
+			return cmdErr(kip.CodeMirrorTopicAlreadyStopped, "topic %q is already stopped", topic)
 		case from == partitionstate.DesiredStopped:
-			return cmdErr(CodeInvalidMirrorPartitionState, "topic %q is stopped; start it again instead of a %s", topic, kip.CommandTo(to.String()))
+			return cmdErr(kip.CodeInvalidMirrorPartitionState, "topic %q is stopped; start it again instead of a %s", topic, kip.CommandTo(to.String()))
 		}
 		if from == to {
 			return nil
@@ -822,12 +822,12 @@ func (e *Engine) eachTopic(topics []string, fn func(string) *CommandError) []Top
 	var down *CommandError
 	for _, t := range topics {
 		if down != nil {
-			out = append(out, TopicResult{Topic: t, Err: cmdErr(CodeCoordinatorNotAvailable,
+			out = append(out, TopicResult{Topic: t, Err: cmdErr(kip.CodeCoordinatorNotAvailable,
 				"not attempted, so it did not take effect: an earlier topic of the command could not be recorded (%s)", down.Message)})
 			continue
 		}
 		err := fn(t)
-		if err != nil && (err.Code == CodeCoordinatorNotAvailable || err.Code == CodeRequestTimedOut) {
+		if err != nil && (err.Code == kip.CodeCoordinatorNotAvailable || err.Code == kip.CodeRequestTimedOut) {
 			down = err
 		}
 		out = append(out, TopicResult{Topic: t, Err: err})
@@ -852,7 +852,7 @@ func (e *Engine) SetTopicOwner(ctx context.Context, topic, owner string) error {
 	defer e.topicMu.Unlock()
 	tc, ok := e.store.TopicConfig(topic)
 	if !ok {
-		return cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in any cluster mirror", topic)
+		return cmdErr(kip.CodeTopicNotInClusterMirror, "topic %q is not in any cluster mirror", topic)
 	}
 	if tc.Owner == owner {
 		return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/metadatasync"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -345,7 +346,7 @@ func TestEngineSourceClusterIDChanged(t *testing.T) {
 	// The metadata sync halts with the same finding.
 	eventually(t, "sync reports the changed cluster id", func() error {
 		st, err := e.SyncStatus("m")
-		if msg := st.Errors[metadatasync.ErrorTopicMetadata]; err != nil || !strings.Contains(msg, "source-two") || !strings.Contains(msg, string(CodeSourceClusterIDMismatch)) {
+		if msg := st.Errors[metadatasync.ErrorTopicMetadata]; err != nil || !strings.Contains(msg, "source-two") || !strings.Contains(msg, kip.CodeSourceClusterIDMismatch) {
 			return fmt.Errorf("sync status %+v %v", st, err)
 		}
 		return nil
@@ -380,52 +381,52 @@ func TestEngineCommandErrors(t *testing.T) {
 	src.CreateTopic(t, "u", 1, nil)
 	e := openEngine(t, dst)
 	ctx := context.Background()
-	code := func(err error) ErrorCode {
+	code := func(err error) string {
 		var ce *CommandError
 		if errors.As(err, &ce) {
 			return ce.Code
 		}
 		if err != nil {
-			return ErrorCode("not a CommandError: " + err.Error())
+			return string("not a CommandError: " + err.Error())
 		}
 		return ""
 	}
-	create := func(name string, conn mirrorstate.SourceConnection, id string) ErrorCode {
+	create := func(name string, conn mirrorstate.SourceConnection, id string) string {
 		_, err := e.CreateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: name, Source: conn, SourceClusterID: id})
 		return code(err)
 	}
 	for _, tc := range []struct {
 		what string
-		got  ErrorCode
-		want ErrorCode
+		got  string
+		want string
 	}{
-		{"invalid name", create("bad/name", sourceOf(src), ""), CodeInvalidClusterMirrorName},
-		{"reserved suffix", create("m.paused", sourceOf(src), ""), CodeInvalidClusterMirrorName},
-		{"no bootstrap", create("m", mirrorstate.SourceConnection{}, ""), CodeInvalidClusterMirrorConfig},
-		{"bad mechanism", create("m", mirrorstate.SourceConnection{BootstrapServers: src.Addrs(), SASL: &mirrorstate.SASLSettings{Mechanism: "GSSAPI", Username: "u"}}, ""), CodeInvalidClusterMirrorConfig},
-		{"unreachable", create("m", mirrorstate.SourceConnection{BootstrapServers: []string{fmt.Sprintf("127.0.0.1:%d", kafkatest.FreePort(t))}}, ""), CodeSourceClusterUnreachable},
-		{"wrong cluster id", create("m", sourceOf(src), "someone-else"), CodeSourceClusterIDMismatch},
-		{"itself", create("m", sourceOf(dst), ""), CodeInvalidClusterMirrorConfig},
+		{"invalid name", create("bad/name", sourceOf(src), ""), kip.CodeInvalidClusterMirrorName},
+		{"reserved suffix", create("m.paused", sourceOf(src), ""), kip.CodeInvalidClusterMirrorName},
+		{"no bootstrap", create("m", mirrorstate.SourceConnection{}, ""), kip.CodeInvalidClusterMirrorConfig},
+		{"bad mechanism", create("m", mirrorstate.SourceConnection{BootstrapServers: src.Addrs(), SASL: &mirrorstate.SASLSettings{Mechanism: "GSSAPI", Username: "u"}}, ""), kip.CodeInvalidClusterMirrorConfig},
+		{"unreachable", create("m", mirrorstate.SourceConnection{BootstrapServers: []string{fmt.Sprintf("127.0.0.1:%d", kafkatest.FreePort(t))}}, ""), kip.CodeSourceClusterUnreachable},
+		{"wrong cluster id", create("m", sourceOf(src), "someone-else"), kip.CodeSourceClusterIDMismatch},
+		{"itself", create("m", sourceOf(dst), ""), kip.CodeInvalidClusterMirrorConfig},
 		{"created", create("m", sourceOf(src), "source-cluster"), ""},
 		{"again, as a retry would", create("m", sourceOf(src), ""), ""},
 		{"again, the expected cluster id", create("m", sourceOf(src), "source-cluster"), ""},
-		{"again, another source", create("m", mirrorstate.SourceConnection{BootstrapServers: append(src.Addrs(), src.Addrs()[0])}, ""), CodeClusterMirrorAlreadyExists},
+		{"again, another source", create("m", mirrorstate.SourceConnection{BootstrapServers: append(src.Addrs(), src.Addrs()[0])}, ""), kip.CodeClusterMirrorAlreadyExists},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("create, %s: %q, want %q", tc.what, tc.got, tc.want)
 		}
 	}
 	createMirror(t, e, "other", src)
-	update := func(name string, conn mirrorstate.SourceConnection) ErrorCode {
+	update := func(name string, conn mirrorstate.SourceConnection) string {
 		_, err := e.UpdateClusterMirror(ctx, mirrorstate.MirrorRecord{Name: name, Source: conn})
 		return code(err)
 	}
 	for _, tc := range []struct {
 		what      string
-		got, want ErrorCode
+		got, want string
 	}{
-		{"update unknown", update("nope", sourceOf(src)), CodeUnknownClusterMirror},
-		{"update to another cluster", update("other", sourceOf(dst)), CodeSourceClusterIDMismatch},
+		{"update unknown", update("nope", sourceOf(src)), kip.CodeUnknownClusterMirror},
+		{"update to another cluster", update("other", sourceOf(dst)), kip.CodeSourceClusterIDMismatch},
 		{"update same cluster", update("other", sourceOf(src)), ""},
 	} {
 		if tc.got != tc.want {
@@ -433,7 +434,7 @@ func TestEngineCommandErrors(t *testing.T) {
 		}
 	}
 
-	topicCode := func(res []TopicResult, err error) ErrorCode {
+	topicCode := func(res []TopicResult, err error) string {
 		if err != nil {
 			return code(err)
 		}
@@ -442,25 +443,25 @@ func TestEngineCommandErrors(t *testing.T) {
 		}
 		return ""
 	}
-	start := func(mirror, topic, divergence string) ErrorCode {
+	start := func(mirror, topic, divergence string) string {
 		return topicCode(e.StartMirrorTopics(ctx, mirror, []string{topic}, divergence))
 	}
 	for _, tc := range []struct {
 		what      string
-		got, want ErrorCode
+		got, want string
 	}{
-		{"unknown mirror", start("nope", "t", ""), CodeUnknownClusterMirror},
-		{"unknown topic", start("m", "missing", ""), CodeUnknownTopicOrPartition},
-		{"invalid topic", start("m", "bad topic", ""), CodeInvalidTopic},
-		{"bad divergence", start("m", "t", "sometimes"), CodeInvalidRequest},
+		{"unknown mirror", start("nope", "t", ""), kip.CodeUnknownClusterMirror},
+		{"unknown topic", start("m", "missing", ""), kip.CodeUnknownTopicOrPartition},
+		{"invalid topic", start("m", "bad topic", ""), kip.CodeInvalidTopic},
+		{"bad divergence", start("m", "t", "sometimes"), kip.CodeInvalidRequest},
 		{"started", start("m", "t", ""), ""},
 		{"twice, as a retry would", start("m", "t", "fail"), ""},
-		{"twice, another divergence", start("m", "t", "recreate"), CodeTopicAlreadyInClusterMirror},
-		{"in another mirror", start("other", "t", ""), CodeTopicAlreadyInClusterMirror},
-		{"stop not in mirror", topicCode(e.StopMirrorTopics(ctx, "m", []string{"u"})), CodeTopicNotInClusterMirror},
-		{"pause unknown mirror", topicCode(e.PauseMirrorTopics(ctx, "nope", []string{"t"})), CodeUnknownClusterMirror},
-		{"delete unknown", code(e.DeleteClusterMirror(ctx, "nope")), CodeUnknownClusterMirror},
-		{"delete while mirroring", code(e.DeleteClusterMirror(ctx, "m")), CodeClusterMirrorNotEmpty},
+		{"twice, another divergence", start("m", "t", "recreate"), kip.CodeTopicAlreadyInClusterMirror},
+		{"in another mirror", start("other", "t", ""), kip.CodeTopicAlreadyInClusterMirror},
+		{"stop not in mirror", topicCode(e.StopMirrorTopics(ctx, "m", []string{"u"})), kip.CodeTopicNotInClusterMirror},
+		{"pause unknown mirror", topicCode(e.PauseMirrorTopics(ctx, "nope", []string{"t"})), kip.CodeUnknownClusterMirror},
+		{"delete unknown", code(e.DeleteClusterMirror(ctx, "nope")), kip.CodeUnknownClusterMirror},
+		{"delete while mirroring", code(e.DeleteClusterMirror(ctx, "m")), kip.CodeClusterMirrorNotEmpty},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.what, tc.got, tc.want)
@@ -473,11 +474,11 @@ func TestEngineCommandErrors(t *testing.T) {
 	waitState(t, e, "m", "t", 1, partitionstate.StateStopped)
 	for _, tc := range []struct {
 		what      string
-		got, want ErrorCode
+		got, want string
 	}{
-		{"stop stopped", topicCode(e.StopMirrorTopics(ctx, "m", []string{"t"})), CodeMirrorTopicAlreadyStopped},
-		{"pause stopped", topicCode(e.PauseMirrorTopics(ctx, "m", []string{"t"})), CodeInvalidMirrorPartitionState},
-		{"resume stopped", topicCode(e.ResumeMirrorTopics(ctx, "m", []string{"t"})), CodeInvalidMirrorPartitionState},
+		{"stop stopped", topicCode(e.StopMirrorTopics(ctx, "m", []string{"t"})), kip.CodeMirrorTopicAlreadyStopped},
+		{"pause stopped", topicCode(e.PauseMirrorTopics(ctx, "m", []string{"t"})), kip.CodeInvalidMirrorPartitionState},
+		{"resume stopped", topicCode(e.ResumeMirrorTopics(ctx, "m", []string{"t"})), kip.CodeInvalidMirrorPartitionState},
 		{"delete when stopped", code(e.DeleteClusterMirror(ctx, "m")), ""},
 	} {
 		if tc.got != tc.want {
@@ -573,7 +574,7 @@ func TestEngineMirrorSecretsAndSyncOnlyUpdate(t *testing.T) {
 	}
 	_, err = keyless.CreateClusterMirror(ctx, withSASL)
 	var ce *CommandError
-	if !errors.As(err, &ce) || ce.Code != CodeInvalidClusterMirrorConfig || !strings.Contains(ce.Message, "KAFKAMIRROR_SECRET_KEY") {
+	if !errors.As(err, &ce) || ce.Code != kip.CodeInvalidClusterMirrorConfig || !strings.Contains(ce.Message, "KAFKAMIRROR_SECRET_KEY") {
 		t.Fatalf("secret without a key: %v", err)
 	}
 	keyless.Close()

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/metadatasync"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -64,7 +65,7 @@ func (e *Engine) PromoteMirrorTopics(ctx context.Context, mirror string, topics 
 	}
 	rec, ok := e.store.Mirror(mirror)
 	if !ok {
-		return nil, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
+		return nil, cmdErr(kip.CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
 	}
 	results := e.eachTopic(topics, func(topic string) *CommandError {
 		return e.promoteReady(ctx, rec, topic, timeout)
@@ -96,13 +97,13 @@ func (e *Engine) PromoteMirrorTopics(ctx context.Context, mirror string, topics 
 func (e *Engine) promoteReady(ctx context.Context, rec mirrorstate.MirrorRecord, topic string, timeout time.Duration) *CommandError {
 	tc, ok := e.store.TopicConfig(topic)
 	if owner, desired := partitionstate.ParseMirrorName(tc.MirrorName); !ok || owner != rec.Name {
-		return cmdErr(CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, rec.Name)
+		return cmdErr(kip.CodeTopicNotInClusterMirror, "topic %q is not in cluster mirror %q", topic, rec.Name)
 	} else if desired == partitionstate.DesiredStopped {
-		return cmdErr(CodeMirrorTopicAlreadyStopped, "topic %q is already stopped", topic)
+		return cmdErr(kip.CodeMirrorTopicAlreadyStopped, "topic %q is already stopped", topic)
 	}
 	srcCl, err := e.source(rec.Name)
 	if err != nil {
-		return cmdErr(CodeSourceClusterUnreachable, "promote of %q: %w; nothing was stopped (fail over instead if the source is gone)", topic, err)
+		return cmdErr(kip.CodeSourceClusterUnreachable, "promote of %q: %w; nothing was stopped (fail over instead if the source is gone)", topic, err)
 	}
 	srcAdm := kadm.NewClient(srcCl)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -126,9 +127,9 @@ func (e *Engine) promoteReady(ctx context.Context, rec mirrorstate.MirrorRecord,
 		select {
 		case <-ctx.Done():
 			if askErr != nil {
-				return cmdErr(CodeSourceClusterUnreachable, "promote of %q: %w; nothing was stopped (fail over instead if the source is gone)", topic, askErr)
+				return cmdErr(kip.CodeSourceClusterUnreachable, "promote of %q: %w; nothing was stopped (fail over instead if the source is gone)", topic, askErr)
 			}
-			return cmdErr(CodeInvalidMirrorPartitionState, "promote of %q: not caught up after %v: %s; nothing was stopped (stop the source's producers, or fail over)", topic, timeout, strings.Join(behind, "; "))
+			return cmdErr(kip.CodeInvalidMirrorPartitionState, "promote of %q: not caught up after %v: %s; nothing was stopped (stop the source's producers, or fail over)", topic, timeout, strings.Join(behind, "; "))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -136,7 +137,7 @@ func (e *Engine) promoteReady(ctx context.Context, rec mirrorstate.MirrorRecord,
 		return nil
 	}
 	if _, err := e.syncGroupsRetrying(ctx, rec, srcCl, []string{topic}); err != nil {
-		return cmdErr(CodeUnknownServerError, "promote of %q: the final group offset sync failed: %w; nothing was stopped", topic, err)
+		return cmdErr(kip.CodeUnknownServerError, "promote of %q: the final group offset sync failed: %w; nothing was stopped", topic, err)
 	}
 	return nil
 }

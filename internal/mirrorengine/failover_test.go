@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
@@ -138,7 +139,7 @@ func TestEnginePromoteRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Err == nil || res[0].Err.Code != CodeSourceClusterUnreachable {
+	if res[0].Err == nil || res[0].Err.Code != kip.CodeSourceClusterUnreachable {
 		t.Fatalf("promote without a source: %v, want SOURCE_CLUSTER_UNREACHABLE", res[0].Err)
 	}
 	res, err = e.StopMirrorTopics(context.Background(), "m", []string{"orders"})

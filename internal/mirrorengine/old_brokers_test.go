@@ -10,6 +10,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 )
 
@@ -21,7 +22,7 @@ func TestOldBrokersAreRefusedClearly(t *testing.T) {
 	e := openEngine(t, dst)
 	_, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "m", Source: sourceOf(src)})
 	var cerr *CommandError
-	if !errors.As(err, &cerr) || cerr.Code != CodeUnsupportedVersion || !strings.Contains(cerr.Message, "Apache Kafka 2.1 or newer as the source") {
+	if !errors.As(err, &cerr) || cerr.Code != kip.CodeUnsupportedVersion || !strings.Contains(cerr.Message, "Apache Kafka 2.1 or newer as the source") {
 		t.Fatalf("mirror from Kafka 2.0: %v, want UNSUPPORTED_VERSION naming the minimum", err)
 	}
 

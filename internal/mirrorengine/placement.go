@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -306,7 +307,7 @@ func (e *Engine) RefreshForCommand(ctx context.Context) *CommandError {
 		return cerr
 	}
 	if err := e.Refresh(ctx); err != nil {
-		return cmdErr(CodeCoordinatorNotAvailable, "%s: the destination cluster did not answer within %v, so the command did not take effect; send it again once the destination answers: %w",
+		return cmdErr(kip.CodeCoordinatorNotAvailable, "%s: the destination cluster did not answer within %v, so the command did not take effect; send it again once the destination answers: %w",
 			what, StoreCommandTimeout, err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -34,7 +35,7 @@ func (r *runner) prepare(ctx context.Context) error {
 	}
 	if id != rec.SourceClusterID {
 		return permanent(fmt.Errorf("%s: the source cluster now reports cluster id %q, but mirror %q is bound to %q; recreate the mirror if the source really moved",
-			CodeSourceClusterIDMismatch, id, k.mirror, rec.SourceClusterID))
+			kip.CodeSourceClusterIDMismatch, id, k.mirror, rec.SourceClusterID))
 	}
 	smeta, err := src.Metadata(ctx, k.topic, k.partition)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/metadatasync"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -66,7 +67,7 @@ func (e *Engine) SyncStatus(mirror string) (metadatasync.Status, error) {
 	s := e.syncers[mirror]
 	e.mu.Unlock()
 	if s == nil {
-		return metadatasync.Status{}, cmdErr(CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
+		return metadatasync.Status{}, cmdErr(kip.CodeUnknownClusterMirror, "cluster mirror %q does not exist", mirror)
 	}
 	return s.Status(), nil
 }
