@@ -94,53 +94,60 @@ func TestKafkaMirrorInterleavedTransactions(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
 		topic := kafkatest.TopicFor(t, "")
 		createBoth(t, src, dst, topic, 1, nil)
-		plain := src.ManualProducer(t)
-		var txn [3]*kgo.Client
-		for i := range txn {
-			txn[i] = src.ManualProducer(t, kgo.TransactionalID(topic+fmt.Sprint(".app-", i)))
-		}
-		ctx := context.Background()
-		begin := func(i int) {
-			if err := txn[i].BeginTransaction(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		end := func(i int, commit kgo.TransactionEndTry) {
-			if err := txn[i].EndTransaction(ctx, commit); err != nil {
-				t.Fatal(err)
-			}
-		}
-		write := func(i int, tag string) { kafkatest.ProduceSync(t, txn[i], kafkatest.Records(topic, 0, 3, tag)...) }
-
-		kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 5, "plain1")...)
-		begin(0)
-		begin(1)
-		begin(2)
-		write(0, "t0a")
-		write(1, "t1a")
-		write(2, "t2a")
-		kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 2, "plain2")...)
-		write(0, "t0b")
-		end(0, kgo.TryCommit)
-		write(1, "t1b")
-		end(1, kgo.TryAbort)
-		write(2, "t2b") // producer 2 stays open while the mirror starts
-		// Back to back: a new transaction right after the last one's markers were requested.
-		for i := range 4 {
-			begin(0)
-			write(0, fmt.Sprint("t0-", i))
-			end(0, kgo.TransactionEndTry(i%2 == 0))
-		}
-
-		run := startMirror(t, src, dst, topic, 1, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
-
-		write(2, "t2c")
-		end(2, kgo.TryCommit)
-		kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 3, "plain3")...)
-		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
-		run.stop(t)
+		interleavedTransactions(t, src, dst, topic)
 	})
+}
+
+// interleavedTransactions writes plain data and three producers' transactions interleaved
+// (committed, aborted, one left open while the mirror starts, back-to-back ones) into topic's
+// partition 0 and mirrors it: the destination must be identical.
+func interleavedTransactions(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+	plain := src.ManualProducer(t)
+	var txn [3]*kgo.Client
+	for i := range txn {
+		txn[i] = src.ManualProducer(t, kgo.TransactionalID(topic+fmt.Sprint(".app-", i)))
+	}
+	ctx := context.Background()
+	begin := func(i int) {
+		if err := txn[i].BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := func(i int, commit kgo.TransactionEndTry) {
+		if err := txn[i].EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(i int, tag string) { kafkatest.ProduceSync(t, txn[i], kafkatest.Records(topic, 0, 3, tag)...) }
+
+	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 5, "plain1")...)
+	begin(0)
+	begin(1)
+	begin(2)
+	write(0, "t0a")
+	write(1, "t1a")
+	write(2, "t2a")
+	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 2, "plain2")...)
+	write(0, "t0b")
+	end(0, kgo.TryCommit)
+	write(1, "t1b")
+	end(1, kgo.TryAbort)
+	write(2, "t2b") // producer 2 stays open while the mirror starts
+	// Back to back: a new transaction right after the last one's markers were requested.
+	for i := range 4 {
+		begin(0)
+		write(0, fmt.Sprint("t0-", i))
+		end(0, kgo.TransactionEndTry(i%2 == 0))
+	}
+
+	run := startMirror(t, src, dst, topic, 1, true)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+
+	write(2, "t2c")
+	end(2, kgo.TryCommit)
+	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 3, "plain3")...)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+	run.stop(t)
 }
 
 // The real log cleaner compacts a topic of gzip batches: holes inside batches (leading,

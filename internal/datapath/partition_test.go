@@ -329,52 +329,8 @@ func TestMirrorLongRunOfHolesUsesSeveralGapWriters(t *testing.T) {
 
 func TestMirrorInterleavedTransactions(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "txns", 1, nil)
-	dst.CreateTopic(t, "txns", 1, nil)
-	plain := src.ManualProducer(t)
-	var txn [3]*kgo.Client
-	for i := range txn {
-		txn[i] = src.ManualProducer(t, kgo.TransactionalID(fmt.Sprintf("app-%d", i)))
-	}
-	ctx := context.Background()
-	begin := func(i int) {
-		if err := txn[i].BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	end := func(i int, commit kgo.TransactionEndTry) {
-		if err := txn[i].EndTransaction(ctx, commit); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write := func(i int, tag string) { kafkatest.ProduceSync(t, txn[i], kafkatest.Records("txns", 0, 3, tag)...) }
-
-	kafkatest.ProduceSync(t, plain, kafkatest.Records("txns", 0, 5, "plain1")...)
-	begin(0)
-	begin(1)
-	begin(2)
-	write(0, "t0a")
-	write(1, "t1a")
-	write(2, "t2a")
-	kafkatest.ProduceSync(t, plain, kafkatest.Records("txns", 0, 2, "plain2")...)
-	write(0, "t0b")
-	end(0, kgo.TryCommit)
-	write(1, "t1b")
-	end(1, kgo.TryAbort)
-	write(2, "t2b") // producer 2 stays open
-	begin(0)
-	write(0, "t0c")
-	end(0, kgo.TryAbort)
-
-	run := startMirror(t, src, dst, "txns", 1, true)
-	kafkatest.WaitIdentical(t, src, dst, "txns", kafkatest.IdenticalWithin)
-
-	// The open transaction is committed later; the mirror follows.
-	write(2, "t2c")
-	end(2, kgo.TryCommit)
-	kafkatest.ProduceSync(t, plain, kafkatest.Records("txns", 0, 3, "plain3")...)
-	kafkatest.WaitIdentical(t, src, dst, "txns", kafkatest.IdenticalWithin)
-	run.stop(t)
+	createBoth(t, src, dst, "txns", 1, nil)
+	interleavedTransactions(t, src, dst, "txns")
 }
 
 func TestMirrorFollowsSourceLeaderChange(t *testing.T) {
