@@ -137,3 +137,15 @@ func (c *Cluster) ServeFetches(t TB, topic string, partition int32, end int64, b
 func lastOffset(b []byte) int64 {
 	return int64(binary.BigEndian.Uint64(b)) + int64(int32(binary.BigEndian.Uint32(b[23:])))
 }
+
+// CreateACLs creates the ACLs b describes and fails the test unless every one was created.
+func (c *Cluster) CreateACLs(t TB, b *kadm.ACLBuilder) {
+	t.Helper()
+	res, err := c.Admin(t).CreateACLs(context.Background(), b)
+	for i := 0; err == nil && i < len(res); i++ {
+		err = res[i].Err
+	}
+	if err != nil {
+		t.Fatalf("creating ACLs: %v", err)
+	}
+}

@@ -43,17 +43,7 @@ func TestEngineSourcePasswordRotation(t *testing.T) {
 	acls := kadm.NewACLs().Allow("User:mirror").AllowHosts().
 		Topics("orders").Operations(kadm.OpRead, kadm.OpDescribe, kadm.OpDescribeConfigs).
 		ResourcePatternType(kadm.ACLPatternLiteral)
-	res, err := src.Admin(t).CreateACLs(ctx, acls)
-	if err == nil {
-		for _, r := range res {
-			if err = r.Err; err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	src.CreateACLs(t, acls)
 
 	e := openEngine(t, dst)
 	conn := func(password string) mirrorstate.SourceConnection {

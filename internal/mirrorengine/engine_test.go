@@ -189,9 +189,7 @@ func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
 
 	// The application may write the topic by its own ACLs, yet not while it is mirrored.
 	acl := kadm.NewACLs().Allow("User:app").AllowHosts("*").Topics("payments").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite, kadm.OpDescribe)
-	if res, err := dst.Admin(t).CreateACLs(context.Background(), acl); err != nil || res[0].Err != nil {
-		t.Fatalf("granting the app WRITE: %v %v", err, res)
-	}
+	dst.CreateACLs(t, acl)
 	appWrite := func() error {
 		cl, err := kgo.NewClient(append(dst.ClientOptsAs("app", "app-secret"), kgo.DisableIdempotentWrite(), kgo.RecordRetries(1))...)
 		if err != nil {

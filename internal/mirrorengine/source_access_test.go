@@ -25,15 +25,7 @@ func TestEngineSourceNeedsOnlyReadAccess(t *testing.T) {
 	acls := kadm.NewACLs().Allow("User:reader").AllowHosts().
 		Topics("orders").Operations(kadm.OpRead, kadm.OpDescribe, kadm.OpDescribeConfigs).
 		ResourcePatternType(kadm.ACLPatternLiteral)
-	res, err := src.Admin(t).CreateACLs(context.Background(), acls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	src.CreateACLs(t, acls)
 
 	e := openEngine(t, dst)
 	conn := sourceOf(src)

@@ -221,9 +221,7 @@ func TestSyncACLs(t *testing.T) {
 	src.CreateTopic(t, "shared", 1, nil)
 	grant := func(c *kafkatest.Cluster, principal string) {
 		b := kadm.NewACLs().Allow(principal).AllowHosts("*").Topics("shared").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead)
-		if res, err := c.Admin(t).CreateACLs(context.Background(), b); err != nil || res[0].Err != nil {
-			t.Fatalf("creating ACL: %v %v", err, res)
-		}
+		c.CreateACLs(t, b)
 	}
 	grant(src, "User:reader")
 	syncedMirror(t, src, dst, "shared", 1, nil)

@@ -117,9 +117,7 @@ func mirrorTopicLifecycle(t *testing.T, clusterOpts ...kafkatest.Option) {
 	// read-only ACL denies it while the topic is mirrored or paused.
 	acl := kadm.NewACLs().Allow("User:app").AllowHosts("*").Topics("orders").
 		ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite, kadm.OpDescribe)
-	if res, err := dst.Admin(t).CreateACLs(ctxT(t), acl); err != nil || res[0].Err != nil {
-		t.Fatalf("granting the app WRITE on the destination: %v %v", err, res)
-	}
+	dst.CreateACLs(t, acl)
 	appWrite := func() error {
 		cl, err := kgo.NewClient(append(dst.ClientOptsAs("app", "app-secret"), kgo.DisableIdempotentWrite(), kgo.RecordRetries(1))...)
 		if err != nil {
