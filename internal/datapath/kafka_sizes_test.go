@@ -24,9 +24,7 @@ func TestKafkaMirrorFillerFitsDestinationLimits(t *testing.T) {
 		})
 		advanceSource(t, src, topic, 300_000)
 		kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records(topic, 0, 50, "x")...)
-		run := startMirror(t, src, dst, topic, 1, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
-		run.stop(t)
+		mirrorIdentical(t, src, dst, topic, 1, true)
 	})
 }
 

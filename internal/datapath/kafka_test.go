@@ -202,9 +202,7 @@ func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 		// test: it would remove markers and records on its own schedule, and two logs
 		// cleaned independently are not comparable offset by offset.
 		dst.CreateTopic(t, topic, 2, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
-		run := startMirror(t, src, dst, topic, 2, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
-		run.stop(t)
+		mirrorIdentical(t, src, dst, topic, 2, true)
 	})
 }
 
@@ -320,9 +318,7 @@ func TestKafkaMirrorOldAndFutureTimestamps(t *testing.T) {
 		for _, ts := range []time.Time{now.Add(-365 * 24 * time.Hour), now.Add(-time.Hour), now.Add(30 * time.Minute)} {
 			kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: topic, Value: []byte(ts.String()), Timestamp: ts})
 		}
-		run := startMirror(t, src, dst, topic, 1, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
-		run.stop(t)
+		mirrorIdentical(t, src, dst, topic, 1, true)
 	})
 }
 
@@ -337,9 +333,7 @@ func TestKafkaMirrorDestinationRecompresses(t *testing.T) {
 		for i := range 5 {
 			kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 100, fmt.Sprint("r", i))...)
 		}
-		run := startMirror(t, src, dst, topic, 1, true)
-		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
-		run.stop(t)
+		mirrorIdentical(t, src, dst, topic, 1, true)
 		for _, b := range rawBatches(t, dst, topic, 0) {
 			if b.Codec() != 1 {
 				t.Fatalf("destination batch at %d has codec %d, want gzip (1): the broker did not recompress", b.BaseOffset(), b.Codec())

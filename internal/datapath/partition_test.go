@@ -32,6 +32,14 @@ type mirrorRun struct {
 	mirrors []*PartitionMirror
 }
 
+// mirrorIdentical mirrors topic until the destination is identical to the source, then stops.
+func mirrorIdentical(t *testing.T, src, dst *kafkatest.Cluster, topic string, partitions int32, firstStart bool) {
+	t.Helper()
+	run := startMirror(t, src, dst, topic, partitions, firstStart)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+	run.stop(t)
+}
+
 // startMirror runs one PartitionMirror per partition of topic from src to dst.
 func startMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string, partitions int32, firstStart bool) *mirrorRun {
 	t.Helper()
@@ -132,9 +140,7 @@ func TestMirrorCompressedBatchesAreNotRecompressed(t *testing.T) {
 			kafkatest.ProduceSync(t, prod, kafkatest.Records("compressed", 0, 200, fmt.Sprint("z", i))...)
 		}
 
-		run := startMirror(t, src, dst, "compressed", 1, true)
-		kafkatest.WaitIdentical(t, src, dst, "compressed", kafkatest.IdenticalWithin)
-		run.stop(t)
+		mirrorIdentical(t, src, dst, "compressed", 1, true)
 
 		srcBatches := rawBatches(t, src, "compressed", 0)
 		dstBatches := rawBatches(t, dst, "compressed", 0)
@@ -286,9 +292,7 @@ func TestMirrorCompactedSourceWithHoles(t *testing.T) {
 	}
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("compacted", 0, 20, "after")...)
 
-	run := startMirror(t, src, dst, "compacted", 1, true)
-	kafkatest.WaitIdentical(t, src, dst, "compacted", kafkatest.IdenticalWithin)
-	run.stop(t)
+	mirrorIdentical(t, src, dst, "compacted", 1, true)
 }
 
 // A long run of source offsets without a record (a key overwritten sixty times in one
@@ -309,9 +313,7 @@ func TestMirrorLongRunOfHolesUsesSeveralGapWriters(t *testing.T) {
 	kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: "holes", Key: []byte("c"), Value: []byte("last")})
 	src.Fake().Compact()
 
-	run := startMirror(t, src, dst, "holes", 1, true)
-	kafkatest.WaitIdentical(t, src, dst, "holes", kafkatest.IdenticalWithin)
-	run.stop(t)
+	mirrorIdentical(t, src, dst, "holes", 1, true)
 	listed, err := dst.Admin(t).ListTransactions(context.Background(), nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -24,9 +24,7 @@ func TestMirrorFillerFitsDestinationLimits(t *testing.T) {
 	advanceSource(t, src, "small", 1_500_000)
 	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("small", 0, 50, "x")...)
 
-	run := startMirror(t, src, dst, "small", 1, true)
-	kafkatest.WaitIdentical(t, src, dst, "small", kafkatest.IdenticalWithin)
-	run.stop(t)
+	mirrorIdentical(t, src, dst, "small", 1, true)
 }
 
 // A source batch larger than the destination topic accepts stops the partition with a
