@@ -149,3 +149,17 @@ func (c *Cluster) CreateACLs(t TB, b *kadm.ACLBuilder) {
 		t.Fatalf("creating ACLs: %v", err)
 	}
 }
+
+// ProduceAs writes one record to topic as user, with no retries and no idempotence (one
+// attempt, as an application would be refused), and returns the broker's answer.
+func (c *Cluster) ProduceAs(t TB, user, password, topic string, value []byte) error {
+	t.Helper()
+	cl, err := kgo.NewClient(append(c.ClientOptsAs(user, password), kgo.DisableIdempotentWrite(), kgo.RecordRetries(1))...)
+	if err != nil {
+		t.Fatalf("a client as %s: %v", user, err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value}).FirstErr()
+}

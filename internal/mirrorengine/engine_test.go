@@ -190,14 +190,7 @@ func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
 	// The application may write the topic by its own ACLs, yet not while it is mirrored.
 	acl := kadm.NewACLs().Allow("User:app").AllowHosts("*").Topics("payments").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite, kadm.OpDescribe)
 	dst.CreateACLs(t, acl)
-	appWrite := func() error {
-		cl, err := kgo.NewClient(append(dst.ClientOptsAs("app", "app-secret"), kgo.DisableIdempotentWrite(), kgo.RecordRetries(1))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		return cl.ProduceSync(context.Background(), &kgo.Record{Topic: "payments", Value: []byte("app")}).FirstErr()
-	}
+	appWrite := func() error { return dst.ProduceAs(t, "app", "app-secret", "payments", []byte("app")) }
 	if err := appWrite(); err == nil {
 		t.Fatal("the application wrote to a mirrored topic")
 	}

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
@@ -119,14 +117,7 @@ func mirrorTopicLifecycle(t *testing.T, clusterOpts ...kafkatest.Option) {
 		ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite, kadm.OpDescribe)
 	dst.CreateACLs(t, acl)
 	appWrite := func() error {
-		cl, err := kgo.NewClient(append(dst.ClientOptsAs("app", "app-secret"), kgo.DisableIdempotentWrite(), kgo.RecordRetries(1))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		return cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("written by the app on the destination")}).FirstErr()
+		return dst.ProduceAs(t, "app", "app-secret", "orders", []byte("written by the app on the destination"))
 	}
 
 	// The password is write-only where the CLI supports it (1.11+); older CLIs get the
