@@ -17,7 +17,7 @@ import (
 // MiB/s of record payload and the process CPU time per MiB; both clusters run in this
 // process, so their CPU is included for both paths alike.
 //
-//	go test ./internal/mirrorengine -run '^$' -bench Forward -benchtime 3x
+//	go test ./internal/datapath -run '^$' -bench Forward -benchtime 3x
 func BenchmarkForward(b *testing.B) {
 	const (
 		records    = 20_000
