@@ -74,10 +74,7 @@ func saslBlock(password string, version int) string {
 // topic is destroyed, a failover, with a warning naming it). Every apply is followed by an
 // empty plan, so `plan -detailed-exitcode` stays quiet.
 func TestAccReadmePattern_plansInOneStep(t *testing.T) {
-	t.Parallel()
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	accTest(t)
 	const password = "readme-Pa55-3e1d"
 	src, dst, w := saslSource(t, password)
 	for _, topic := range []string{"app.orders", "app.payments", "billing"} {
@@ -198,10 +195,7 @@ resource "kafkamirror_mirror_topic" "app" {
 // moved block the topic keeps its owner. A destroy of a resource whose topic another
 // owner took over does not stop it, and returns at once.
 func TestAccMirrorTopic_renameWithoutMoved(t *testing.T) {
-	t.Parallel()
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	accTest(t)
 	_, _, w, mirror := ordersMirror(t, 2)
 	config := func(key string, moved bool) string {
 		cfg := mirror + fmt.Sprintf(`
@@ -321,10 +315,7 @@ moved {
 // plans no change with the timeouts of the issue's configuration; a stopped topic plans
 // without warnings.
 func TestAccMirrorTopic_importPlansClean(t *testing.T) {
-	t.Parallel()
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	accTest(t)
 	src, dst, _, mirror := ordersMirror(t, 2)
 	produce(t, src.Client(t), "orders", 0, 20)
 	config := func(state string) string {
@@ -383,10 +374,7 @@ resource "kafkamirror_mirror_topic" "orders" {
 // TestAccMirrorTopic_importCommandPlansClean: after `terraform import` into the state the
 // configuration's next plan is empty.
 func TestAccMirrorTopic_importCommandPlansClean(t *testing.T) {
-	t.Parallel()
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	accTest(t)
 	_, _, w, mirror := ordersMirror(t, 1)
 	topic := mirror + `
 resource "kafkamirror_mirror_topic" "orders" {
@@ -431,10 +419,7 @@ removed {
 // listing and the create at once, saying "authentication failed" with the mechanism and
 // the user, not "context deadline exceeded" after minutes of retries.
 func TestAccClusterMirror_wrongPassword(t *testing.T) {
-	t.Parallel()
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	accTest(t)
 	src, _, w := saslSource(t, "right-Pa55-7c2a")
 	config := func(pattern string) string {
 		return w.providerBlock("") + fmt.Sprintf(`

@@ -21,10 +21,7 @@ import (
 // the source topic has replication factor 1); the data source shows them; the mirror
 // imports clean; min_insync_replicas above replication_factor fails at plan time.
 func TestAccClusterMirror_destinationTopics(t *testing.T) {
-	t.Parallel()
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	accTest(t)
 	src, dst := kafkatest.Pair(t, kafkatest.Brokers(3))
 	src.CreateTopic(t, "orders", 2, nil)
 	w := startWorker(t, dst)

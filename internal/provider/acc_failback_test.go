@@ -32,10 +32,7 @@ func topicID(t *testing.T, c *kafkatest.Cluster, topic string) kadm.TopicID {
 // direction: only B's new records are copied, A's topic is not recreated, and both logs
 // end identical. The data sources describe the new direction.
 func TestAccMirrorTopic_failback(t *testing.T) {
-	t.Parallel()
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	accTest(t)
 	a, b := kafkatest.Pair(t)
 	a.CreateTopic(t, "ledger", 2, nil)
 	produce(t, a.Client(t), "ledger", 0, 100)
@@ -154,10 +151,7 @@ data "kafkamirror_mirror_topic" "on_a" {
 // TestAccSourceTopics_forEach mirrors every source topic matching a pattern with for_each
 // over kafkamirror_source_topics.
 func TestAccSourceTopics_forEach(t *testing.T) {
-	t.Parallel()
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	accTest(t)
 	src, dst := kafkatest.Pair(t)
 	prod := src.Client(t)
 	for _, topic := range []string{"app.orders", "app.payments", "app.users", "billing"} {

@@ -92,9 +92,7 @@ func TestAccMirrorTopic_lifecycleOnKafka(t *testing.T) {
 }
 
 func mirrorTopicLifecycle(t *testing.T, clusterOpts ...kafkatest.Option) {
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	requireAcc(t)
 	const (
 		admin    = "admin"
 		password = "s3cr3t-Pa55-7f0c91"

@@ -65,10 +65,7 @@ func newAnswerLosingProxy(t *testing.T, workerURL string, routes ...string) *ans
 // the worker answers the repeats as done, and the apply succeeds with one mirror and a
 // mirrored topic (create and start are idempotent).
 func TestAccRetriedApplySucceeds(t *testing.T) {
-	t.Parallel()
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	accTest(t)
 	src, dst, w, _ := ordersMirror(t, 2)
 	produce(t, src.Client(t), "orders", 0, 20)
 	create, start := "POST /v1/mirrors", "POST /v1/mirrors/m/topics/start"

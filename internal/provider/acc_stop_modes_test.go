@@ -99,10 +99,7 @@ resource "kafkamirror_mirror_topic" "orders" {
 // default); a consumer of the group on the destination continues at exactly the next
 // record of every partition. The plan names the mode; the failover's state imports clean.
 func TestAccMirrorTopic_stopModesMoveConsumerGroups(t *testing.T) {
-	t.Parallel()
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	accTest(t)
 	for _, mode := range []string{api.StopPromote, api.StopFailover} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
@@ -193,10 +190,7 @@ func stopModeMovesGroup(t *testing.T, mode string) {
 // worker's reason per partition, stops nothing, and leaves the state as it was: the next
 // plan is empty. Out-of-range promote timeouts fail at plan time.
 func TestAccMirrorTopic_promoteRefused(t *testing.T) {
-	t.Parallel()
-	if workerBin == "" {
-		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
-	}
+	accTest(t)
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "orders", 2, nil)
 	produce(t, src.Client(t), "orders", 0, 20)

@@ -366,3 +366,18 @@ func (c noSecretInState) CheckState(_ context.Context, _ statecheck.CheckStateRe
 		resp.Error = fmt.Errorf("no terraform.tfstate under %s mentions %q", accTempDir, c.marker)
 	}
 }
+
+// accTest marks an acceptance test that runs in parallel with the others.
+func accTest(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	requireAcc(t)
+}
+
+// requireAcc skips t without TF_ACC and a terraform CLI.
+func requireAcc(t *testing.T) {
+	t.Helper()
+	if workerBin == "" {
+		t.Skip("acceptance tests need TF_ACC and a terraform CLI")
+	}
+}
