@@ -29,7 +29,7 @@ func TestWorkerBadStateRecords(t *testing.T) {
 	prod := src.Client(t)
 	for topic, tm := range topics {
 		src.CreateTopic(t, topic, tm.partitions, nil)
-		produce(t, prod, topic, 0, 120)
+		kafkatest.ProduceKeyed(t, prod, topic, 0, 120)
 	}
 
 	w := startWorker(t, workerEnv(dst))
@@ -57,7 +57,7 @@ func TestWorkerBadStateRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	for topic := range topics {
-		produce(t, prod, topic, 120, 60)
+		kafkatest.ProduceKeyed(t, prod, topic, 120, 60)
 	}
 
 	w = startWorker(t, workerEnv(dst))
@@ -172,8 +172,8 @@ func TestWorkerBadTopicConfigRecordAndForcedRemoval(t *testing.T) {
 	if err := dst.Client(t).ProduceSync(ctx, &kgo.Record{Topic: "__mirror_state", Key: []byte("topicconfig/orders"), Value: []byte(`{"v":1,"mirror.name":`)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	produce(t, prod, "orders", 80, 40)
-	produce(t, prod, "payments", 80, 40)
+	kafkatest.ProduceKeyed(t, prod, "orders", 80, 40)
+	kafkatest.ProduceKeyed(t, prod, "payments", 80, 40)
 
 	w = startWorker(t, workerEnv(dst))
 	c = w.Client
@@ -221,7 +221,7 @@ func TestWorkerBadTopicConfigRecordAndForcedRemoval(t *testing.T) {
 	if out, code := w.cli(t, "state", "remove", "--key", "partition/b/payments/1", "--force"); code != 0 {
 		t.Fatalf("state remove --force (exit %d):\n%s", code, out)
 	}
-	produce(t, prod, "payments", 120, 40)
+	kafkatest.ProduceKeyed(t, prod, "payments", 120, 40)
 	waitTopic(t, c, "b", "payments", "payments caught up after the forced removal", func(p api.Partition) bool {
 		return caughtUp(api.StateMirroring)(p) && p.Error == ""
 	})

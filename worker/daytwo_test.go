@@ -35,7 +35,7 @@ func TestWorkerTopicOwnership(t *testing.T) {
 	t.Parallel()
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "orders", 2, nil)
-	produce(t, src.Client(t), "orders", 0, 50)
+	kafkatest.ProduceKeyed(t, src.Client(t), "orders", 0, 50)
 	w := startWorker(t, workerEnv(dst))
 	c := w.Client
 	if _, err := c.CreateMirror(ctxT(t), api.CreateMirrorRequest{Name: "m", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
@@ -146,7 +146,7 @@ func TestWorkerSourceTopicsAfterDeletion(t *testing.T) {
 	src, dst := kafkatest.Pair(t, kafkatest.Brokers(3))
 	src.CreateTopic(t, "app.kept", 3, nil)
 	src.CreateTopic(t, "app.gone", 3, nil)
-	produce(t, src.Client(t), "app.gone", 0, 30)
+	kafkatest.ProduceKeyed(t, src.Client(t), "app.gone", 0, 30)
 	w := startWorker(t, workerEnv(dst))
 	c := w.Client
 	conn := api.SourceConnection{BootstrapServers: src.Addrs()}

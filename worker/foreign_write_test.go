@@ -18,7 +18,7 @@ func TestWorkerDestinationAheadIsVisibleAtOnce(t *testing.T) {
 	t.Parallel()
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "orders", 1, nil)
-	produce(t, src.Client(t), "orders", 0, 70)
+	kafkatest.ProduceKeyed(t, src.Client(t), "orders", 0, 70)
 	w := startWorker(t, workerEnv(dst))
 	c, ctx := w.Client, ctxT(t)
 	if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: "m", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {

@@ -62,7 +62,7 @@ func startGroup(t *testing.T, src, dst *kafkatest.Cluster, partitions int32, n i
 	t.Helper()
 	src.CreateTopic(t, "events", partitions, nil)
 	prod := src.Client(t)
-	produce(t, prod, "events", 0, 1000)
+	kafkatest.ProduceKeyed(t, prod, "events", 0, 1000)
 	env := groupEnv(dst)
 	workers := make([]*workerProc, n)
 	for i := range workers {
@@ -215,7 +215,7 @@ func TestWorkerGroupKillOne(t *testing.T) {
 				took.count, took.sum, took.within, unownedBound, partitions/3-1)
 		}
 		t.Logf("the %d partitions taken over went %.2f s without an owner on average", took.count, took.sum/float64(took.count))
-		produce(t, prod, "events", 1000, 2000)
+		kafkatest.ProduceKeyed(t, prod, "events", 1000, 2000)
 		waitTopic(t, workers[1].Client, "g", "events", "every partition caught up on the two workers left", caughtUp(api.StateMirroring))
 		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
 
@@ -233,7 +233,7 @@ func TestWorkerGroupKillOne(t *testing.T) {
 		if res, err := workers[2].Client.StartTopics(ctx, "g", []string{"events"}, ""); err != nil || res[0].Err() != nil {
 			t.Fatalf("restart: %+v, %v", res, err)
 		}
-		produce(t, prod, "events", 3000, 1000)
+		kafkatest.ProduceKeyed(t, prod, "events", 3000, 1000)
 		waitTopic(t, workers[1].Client, "g", "events", "every partition MIRRORING again with lag 0", caughtUp(api.StateMirroring))
 		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
 	})
@@ -292,7 +292,7 @@ func TestWorkerGroupZombie(t *testing.T) {
 		resume := sync.OnceFunc(func() { _ = zombie.Cmd.Process.Signal(syscall.SIGCONT) })
 		t.Cleanup(resume)
 		// Data arrives for the paused worker's partitions; the other takes them over.
-		produce(t, prod, "events", 1000, 1000)
+		kafkatest.ProduceKeyed(t, prod, "events", 1000, 1000)
 		kafkatest.WaitFor(t, groupSession+10*time.Second, "every partition MIRRORING on the worker left", func() (bool, string) {
 			n := localStates(t, other)[api.StateMirroring]
 			return n == partitions, fmt.Sprintf("MIRRORING there: %v", n)
@@ -306,7 +306,7 @@ func TestWorkerGroupZombie(t *testing.T) {
 		if n, _ := metric(scrape(t, zombie.URL), "kafkamirror_group_stood_down_total"); n == 0 {
 			t.Fatal("kafkamirror_group_stood_down_total is 0 after standing down")
 		}
-		produce(t, prod, "events", 2000, 1000)
+		kafkatest.ProduceKeyed(t, prod, "events", 2000, 1000)
 		kafkatest.WaitIdentical(t, src, dst, "events", 60*time.Second)
 		waitTopic(t, other.Client, "z", "events", "caught up after the resume, nothing FAILED", caughtUp(api.StateMirroring))
 	})
@@ -452,7 +452,7 @@ func TestWorkerGroupSourcePartitionsAdded(t *testing.T) {
 	if _, err := src.Admin(t).UpdatePartitions(ctx, 9, "events"); err != nil {
 		t.Fatal(err)
 	}
-	produce(t, prod, "events", 1000, 900) // keyed: every partition gets records
+	kafkatest.ProduceKeyed(t, prod, "events", 1000, 900) // keyed: every partition gets records
 	kafkatest.WaitFor(t, 60*time.Second, "the nine partitions MIRRORING with lag 0, seen from each worker", func() (bool, string) {
 		for _, w := range workers {
 			d, err := w.Client.GetTopic(ctxT(t), "grow", "events")

@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/workertest"
@@ -157,21 +155,6 @@ func caughtUp(state string) func(api.Partition) bool {
 
 func inState(state string) func(api.Partition) bool {
 	return func(p api.Partition) bool { return p.State == state }
-}
-
-// produce writes n keyed records to topic and waits for their acknowledgement.
-func produce(t *testing.T, cl *kgo.Client, topic string, from, n int) {
-	t.Helper()
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		k := from + i
-		recs[i] = &kgo.Record{Topic: topic, Key: []byte("key-" + strconv.Itoa(k%17)), Value: []byte("value-" + strconv.Itoa(k))}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("producing to %s: %v", topic, err)
-	}
 }
 
 // wantAPIError checks that err is an *api.Error with the status and code.

@@ -33,7 +33,7 @@ func filledPair(t *testing.T, topics ...sourceTopic) (src, dst *kafkatest.Cluste
 	prod = src.Client(t)
 	for _, st := range topics {
 		src.CreateTopic(t, st.name, st.partitions, nil)
-		produce(t, prod, st.name, 0, st.records)
+		kafkatest.ProduceKeyed(t, prod, st.name, 0, st.records)
 	}
 	return src, dst, prod
 }
@@ -69,7 +69,7 @@ func TestWorkerBlackhole(t *testing.T) {
 	}{{"source", srcProxy}, {"destination", dstProxy}} {
 		before := time.Now()
 		side.proxy.Blackhole()
-		produce(t, prod, "orders", 100+100*i, 100)
+		kafkatest.ProduceKeyed(t, prod, "orders", 100+100*i, 100)
 		labelled := false
 		for time.Since(before) < 10*time.Second || !labelled {
 			began := time.Now()
@@ -174,7 +174,7 @@ func TestWorkerCommandsDuringDestinationOutage(t *testing.T) {
 	// All at once, as Terraform sends them: commands run one at a time in the worker, and
 	// still each answers within the bound.
 	dstProxy.Blackhole()
-	produce(t, prod, "orders", 50, 50)
+	kafkatest.ProduceKeyed(t, prod, "orders", 50, 50)
 	began := time.Now()
 	errs := make([]error, len(commands))
 	var wg sync.WaitGroup
@@ -265,8 +265,8 @@ func TestWorkerStalledSource(t *testing.T) {
 	}
 
 	srcProxy.Blackhole()
-	produce(t, prod, "orders", 50, 50)
-	produce(t, prod, "events", 50, 50)
+	kafkatest.ProduceKeyed(t, prod, "orders", 50, 50)
+	kafkatest.ProduceKeyed(t, prod, "events", 50, 50)
 	var stalled api.Partition
 	kafkatest.WaitFor(t, 2*time.Minute, "orders reported stalled", func() (bool, string) {
 		reqCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

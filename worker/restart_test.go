@@ -52,7 +52,7 @@ func TestWorkerRestartFailedPartitionKeepsTopic(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "orders", 3, nil)
 	prod := src.Client(t)
-	produce(t, prod, "orders", 0, 300)
+	kafkatest.ProduceKeyed(t, prod, "orders", 0, 300)
 	var denied atomic.Bool
 	denyFetches(t, src, "orders", 1, &denied)
 
@@ -71,7 +71,7 @@ func TestWorkerRestartFailedPartitionKeepsTopic(t *testing.T) {
 	id := topicIDOf(t, dst, "orders")
 
 	denied.Store(true)
-	produce(t, prod, "orders", 300, 150)
+	kafkatest.ProduceKeyed(t, prod, "orders", 300, 150)
 	waitTopic(t, c, "r", "orders", "partition 1 FAILED for good, the others caught up", func(p api.Partition) bool {
 		if p.Partition == 1 {
 			return p.State == api.StateFailed && p.RetryAttempt == -1 && strings.Contains(p.Error, "TOPIC_AUTHORIZATION_FAILED")
@@ -80,7 +80,7 @@ func TestWorkerRestartFailedPartitionKeepsTopic(t *testing.T) {
 	})
 
 	denied.Store(false)
-	produce(t, prod, "orders", 450, 150)
+	kafkatest.ProduceKeyed(t, prod, "orders", 450, 150)
 	if res, err := c.StartTopics(ctx, "r", []string{"orders"}, "recreate"); err != nil || res[0].Err() != nil {
 		t.Fatalf("restart: %+v, %v", res, err)
 	}

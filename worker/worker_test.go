@@ -47,7 +47,7 @@ func TestWorkerLifecycle(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "orders", 3, nil)
 	prod := src.Client(t)
-	produce(t, prod, "orders", 0, 300)
+	kafkatest.ProduceKeyed(t, prod, "orders", 0, 300)
 
 	w := startWorker(t, workerEnv(dst))
 	c, ctx := w.Client, ctxT(t)
@@ -91,7 +91,7 @@ func TestWorkerLifecycle(t *testing.T) {
 	}
 
 	// Lag reaches 0 again after more records.
-	produce(t, prod, "orders", 300, 90)
+	kafkatest.ProduceKeyed(t, prod, "orders", 300, 90)
 	waitTopic(t, c, "m1", "orders", "lag 0 after more records", caughtUp(api.StateMirroring))
 
 	// The state gauges and lag per partition.
@@ -182,7 +182,7 @@ func TestWorkerLifecycle(t *testing.T) {
 	if d.DesiredState != api.DesiredPaused || d.MirrorName != "m1.paused" {
 		t.Fatalf("paused topic described %+v", d)
 	}
-	produce(t, prod, "orders", 390, 60)
+	kafkatest.ProduceKeyed(t, prod, "orders", 390, 60)
 	d = waitTopic(t, c, "m1", "orders", "lag while paused", func(p api.Partition) bool {
 		return p.State == api.StatePaused && p.Lag == p.SourceOffset-p.DestinationOffset
 	})
@@ -449,7 +449,7 @@ func TestWorkerRestartResumes(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "events", 2, nil)
 	prod := src.Client(t)
-	produce(t, prod, "events", 0, 200)
+	kafkatest.ProduceKeyed(t, prod, "events", 0, 200)
 
 	env := workerEnv(dst)
 	w := startWorker(t, env)
@@ -552,7 +552,7 @@ func TestWorkerNeverRevealsSecrets(t *testing.T) {
 	src := kafkatest.New(t, kafkatest.ClusterID("secure-source"), kafkatest.WithACLs(user, password))
 	dst := kafkatest.New(t, kafkatest.ClusterID("plain-destination"))
 	src.CreateTopic(t, "payments", 2, nil)
-	produce(t, src.Client(t), "payments", 0, 50)
+	kafkatest.ProduceKeyed(t, src.Client(t), "payments", 0, 50)
 
 	env := workerEnv(dst, "KAFKAMIRROR_SECRET_KEY="+secretKey)
 	w := startWorker(t, env)

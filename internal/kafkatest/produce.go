@@ -46,6 +46,22 @@ func ProduceSync(t TB, cl *kgo.Client, recs ...*kgo.Record) {
 	}
 }
 
+// ProduceKeyed writes n records to topic through cl (keys key-0 to key-16, values value-from
+// to value-from+n-1, partitioned by key) and waits for their acknowledgement.
+func ProduceKeyed(t TB, cl *kgo.Client, topic string, from, n int) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		k := from + i
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte("key-" + strconv.Itoa(k%17)), Value: []byte("value-" + strconv.Itoa(k))}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("producing to %s: %v", topic, err)
+	}
+}
+
 // ManualProducer is a client that writes each record to the partition it names.
 func (c *Cluster) ManualProducer(t TB, opts ...kgo.Opt) *kgo.Client {
 	return c.Client(t, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5 * time.Millisecond)}, opts...)...)
@@ -65,8 +81,11 @@ func TopicFor(t interface{ Name() string }, suffix string) string {
 func (c *Cluster) EndOffsets(t TB, topic string) map[int32]int64 {
 	t.Helper()
 	ends, err := c.Admin(t).ListEndOffsets(context.Background(), topic)
+	if err == nil {
+		err = ends.Error()
+	}
 	if err != nil {
-		t.Fatalf("end offsets of %s: %v", topic, err)
+		t.Fatalf("end offsets of %s on %s: %v", topic, c.ID(), err)
 	}
 	out := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })

@@ -80,7 +80,7 @@ func TestAccReadmePattern_plansInOneStep(t *testing.T) {
 	for _, topic := range []string{"app.orders", "app.payments", "billing"} {
 		src.CreateTopic(t, topic, 2, nil)
 	}
-	produce(t, src.Client(t), "app.orders", 0, 40)
+	kafkatest.ProduceKeyed(t, src.Client(t), "app.orders", 0, 40)
 	// The same broker under another name: an in-place change of bootstrap_servers.
 	otherName := []string{strings.Replace(src.Addrs()[0], "127.0.0.1", "localhost", 1)}
 
@@ -145,7 +145,7 @@ resource "kafkamirror_mirror_topic" "app" {
 				Config:           config(2, "45s", src.Addrs()),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: unchanged("app.orders", "app.payments")},
 				ConfigStateChecks: []statecheck.StateCheck{stateCheckFunc(func() {
-					produce(t, src.Client(t), "app.orders", 40, 25)
+					kafkatest.ProduceKeyed(t, src.Client(t), "app.orders", 40, 25)
 					kafkatest.WaitIdentical(t, src, dst, "app.orders", time.Minute)
 				})},
 			},
@@ -317,7 +317,7 @@ moved {
 func TestAccMirrorTopic_importPlansClean(t *testing.T) {
 	accTest(t)
 	src, dst, _, mirror := ordersMirror(t, 2)
-	produce(t, src.Client(t), "orders", 0, 20)
+	kafkatest.ProduceKeyed(t, src.Client(t), "orders", 0, 20)
 	config := func(state string) string {
 		return mirror + fmt.Sprintf(`
 resource "kafkamirror_mirror_topic" "orders" {

@@ -35,7 +35,7 @@ func TestAccMirrorTopic_failback(t *testing.T) {
 	accTest(t)
 	a, b := kafkatest.Pair(t)
 	a.CreateTopic(t, "ledger", 2, nil)
-	produce(t, a.Client(t), "ledger", 0, 100)
+	kafkatest.ProduceKeyed(t, a.Client(t), "ledger", 0, 100)
 	onB := startWorker(t, b)
 	onA := startWorker(t, a)
 
@@ -109,8 +109,8 @@ data "kafkamirror_mirror_topic" "on_a" {
 					statecheck.ExpectKnownValue("kafkamirror_mirror_topic.on_b", tfjsonpath.New("partitions"), partitionsIn(api.StateStopped, 2)),
 				},
 				Check: check(func() {
-					endsOnA = endOffsets(t, a, "ledger")
-					produce(t, b.Client(t), "ledger", 100, 30)
+					endsOnA = a.EndOffsets(t, "ledger")
+					kafkatest.ProduceKeyed(t, b.Client(t), "ledger", 100, 30)
 				}),
 			},
 			{ // Failback: B → A with A's worker copies only B's 30 new records.
@@ -135,7 +135,7 @@ data "kafkamirror_mirror_topic" "on_a" {
 						t.Fatal("failback recreated A's topic instead of copying only the records written since the failover")
 					}
 					var before, after int64
-					for p, o := range endOffsets(t, a, "ledger") {
+					for p, o := range a.EndOffsets(t, "ledger") {
 						after += o
 						before += endsOnA[p]
 					}
@@ -156,7 +156,7 @@ func TestAccSourceTopics_forEach(t *testing.T) {
 	prod := src.Client(t)
 	for _, topic := range []string{"app.orders", "app.payments", "app.users", "billing"} {
 		src.CreateTopic(t, topic, 2, nil)
-		produce(t, prod, topic, 0, 40)
+		kafkatest.ProduceKeyed(t, prod, topic, 0, 40)
 	}
 	w := startWorker(t, dst)
 

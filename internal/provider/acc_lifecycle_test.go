@@ -102,8 +102,8 @@ func mirrorTopicLifecycle(t *testing.T, clusterOpts ...kafkatest.Option) {
 	src.CreateTopic(t, "orders", 3, nil)
 	src.CreateTopic(t, "audit", 1, nil)
 	srcProducer := src.Client(t)
-	produce(t, srcProducer, "orders", 0, 300)
-	produce(t, srcProducer, "audit", 0, 10)
+	kafkatest.ProduceKeyed(t, srcProducer, "orders", 0, 300)
+	kafkatest.ProduceKeyed(t, srcProducer, "audit", 0, 10)
 	w := startWorker(t, dst,
 		"KAFKAMIRROR_DESTINATION_SASL_MECHANISM=SCRAM-SHA-256",
 		"KAFKAMIRROR_DESTINATION_SASL_USERNAME="+admin,
@@ -165,7 +165,7 @@ resource "kafkamirror_mirror_topic" "orders" {
 				return fmt.Errorf("after destroy, the mirror is still described: %v", err)
 			}
 			var total int64
-			for _, o := range endOffsets(t, dst, "orders") {
+			for _, o := range dst.EndOffsets(t, "orders") {
 				total += o
 			}
 			if total == 0 {
@@ -240,8 +240,8 @@ resource "kafkamirror_mirror_topic" "orders" {
 					noSecretInState{marker: mirror, secret: password, skip: !writeOnlySupported},
 				},
 				Check: check(func() {
-					pausedEnds = endOffsets(t, dst, "orders")
-					produce(t, srcProducer, "orders", 300, 60)
+					pausedEnds = dst.EndOffsets(t, "orders")
+					kafkatest.ProduceKeyed(t, srcProducer, "orders", 300, 60)
 					// The worker sees the new records (lag 60) and copies none of them.
 					kafkatest.WaitFor(t, 30*time.Second, "the worker to report 60 records of lag", func() (bool, string) {
 						d, err := w.client.GetTopic(ctxT(t), mirror, "orders")
@@ -254,7 +254,7 @@ resource "kafkamirror_mirror_topic" "orders" {
 						}
 						return lag == 60, describePartitions(d.Partitions)
 					})
-					if now := endOffsets(t, dst, "orders"); fmt.Sprint(now) != fmt.Sprint(pausedEnds) {
+					if now := dst.EndOffsets(t, "orders"); fmt.Sprint(now) != fmt.Sprint(pausedEnds) {
 						t.Fatalf("records were copied while paused: destination ends %v, then %v", pausedEnds, now)
 					}
 				}),
@@ -304,7 +304,7 @@ resource "kafkamirror_mirror_topic" "orders" {
 					statecheck.ExpectKnownValue(topicAddr, tfjsonpath.New("partitions"), partitionsIn(api.StateMirroring, 3)),
 				},
 				Check: check(func() {
-					produce(t, srcProducer, "orders", 360, 20)
+					kafkatest.ProduceKeyed(t, srcProducer, "orders", 360, 20)
 					kafkatest.WaitIdentical(t, src, dst, "orders", time.Minute)
 				}),
 			},

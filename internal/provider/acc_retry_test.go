@@ -67,7 +67,7 @@ func newAnswerLosingProxy(t *testing.T, workerURL string, routes ...string) *ans
 func TestAccRetriedApplySucceeds(t *testing.T) {
 	accTest(t)
 	src, dst, w, _ := ordersMirror(t, 2)
-	produce(t, src.Client(t), "orders", 0, 20)
+	kafkatest.ProduceKeyed(t, src.Client(t), "orders", 0, 20)
 	create, start := "POST /v1/mirrors", "POST /v1/mirrors/m/topics/start"
 	lb := newAnswerLosingProxy(t, w.url, create, start)
 	config := (&testWorker{url: lb.URL}).providerBlock("") + fmt.Sprintf(`

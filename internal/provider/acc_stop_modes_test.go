@@ -114,7 +114,7 @@ func stopModeMovesGroup(t *testing.T, mode string) {
 	src.CreateTopic(t, "orders", 3, nil)
 	w := startWorker(t, dst)
 	prod := src.Client(t)
-	produce(t, prod, "orders", 0, total/2)
+	kafkatest.ProduceKeyed(t, prod, "orders", 0, total/2)
 
 	var stop []string
 	warning := `Failover: topic "orders" stops mirroring from cluster mirror "m"`
@@ -154,7 +154,7 @@ func stopModeMovesGroup(t *testing.T, mode string) {
 					// The group reads part of what is there and commits, mid-stream; more
 					// records arrive.
 					read = consumeAndCommit(t, src, group, "orders", 123)
-					produce(t, prod, "orders", total/2, total/2)
+					kafkatest.ProduceKeyed(t, prod, "orders", total/2, total/2)
 					if mode == api.StopFailover {
 						kafkatest.WaitIdentical(t, src, dst, "orders", time.Minute) // a failover takes what is there
 					}
@@ -193,7 +193,7 @@ func TestAccMirrorTopic_promoteRefused(t *testing.T) {
 	accTest(t)
 	src, dst := kafkatest.Pair(t)
 	src.CreateTopic(t, "orders", 2, nil)
-	produce(t, src.Client(t), "orders", 0, 20)
+	kafkatest.ProduceKeyed(t, src.Client(t), "orders", 0, 20)
 	w := startWorker(t, dst)
 	promote := []string{`stop_mode       = "promote"`, `promote_timeout = "1s"`}
 	rec := &planRecorder{}

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,8 +23,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
@@ -296,34 +293,6 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// produce writes n records to topic through cl and waits for their acknowledgement.
-func produce(t *testing.T, cl *kgo.Client, topic string, from, n int) {
-	t.Helper()
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		k := from + i
-		recs[i] = &kgo.Record{Topic: topic, Key: []byte("key-" + strconv.Itoa(k%13)), Value: []byte("value-" + strconv.Itoa(k))}
-	}
-	if err := cl.ProduceSync(ctxT(t), recs...).FirstErr(); err != nil {
-		t.Fatalf("producing to %s: %v", topic, err)
-	}
-}
-
-// endOffsets returns the end offset of every partition of topic.
-func endOffsets(t *testing.T, c *kafkatest.Cluster, topic string) map[int32]int64 {
-	t.Helper()
-	ends, err := c.Admin(t).ListEndOffsets(ctxT(t), topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		t.Fatalf("end offsets of %s on %s: %v", topic, c.ID(), err)
-	}
-	out := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
-	return out
 }
 
 // noSecretInState is a state check that reads every terraform.tfstate the acceptance tests
