@@ -40,20 +40,7 @@ func TestEngineSourcePasswordRotation(t *testing.T) {
 	dst := kafkatest.New(t, kafkatest.ClusterID("destination-cluster"))
 	ctx := context.Background()
 	src.CreateTopic(t, "orders", 2, nil)
-	acls := kadm.NewACLs().Allow("User:mirror").AllowHosts().
-		Topics("orders").Operations(kadm.OpRead, kadm.OpDescribe, kadm.OpDescribeConfigs).
-		ResourcePatternType(kadm.ACLPatternLiteral)
-	res, err := src.Admin(t).CreateACLs(ctx, acls)
-	if err == nil {
-		for _, r := range res {
-			if err = r.Err; err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createACLs(t, src, kadm.NewACLs().Allow("User:mirror").Topics("orders").Operations(kadm.OpRead, kadm.OpDescribe, kadm.OpDescribeConfigs))
 
 	e := openEngine(t, dst)
 	conn := func(password string) mirrorstate.SourceConnection {

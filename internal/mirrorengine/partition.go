@@ -112,6 +112,8 @@ type PartitionMirror struct {
 
 	// draining asks Run to return at the next point where no replayed transaction is open.
 	draining atomic.Bool
+
+	markersRefused atomic.Bool // a session fell back to the gap writers (logged once)
 }
 
 // errDrained ends a session that reached a point with no replayed transaction open while
@@ -229,12 +231,16 @@ type session struct {
 
 	txnTimeout time.Duration // of replayed transactions: the configured one, capped by the destination's maximum
 
-	idem     producerIdentity
-	txns     map[int64]*replayTxn // by source producer id
-	gaps     []*replayTxn         // write lone markers; gaps[i] has suffix gapSuffix(i), nil until used
-	pending  []*inflight
-	feed     *feed           // the partition's subscription to its source leader's fetcher, from the first step
-	producer *brokerProducer // the destination leader's pipeline, from the first non-transactional batch
+	idem producerIdentity
+	txns map[int64]*replayTxn // by source producer id
+	gaps []*replayTxn         // write lone markers; gaps[i] has suffix gapSuffix(i), nil until used
+	// markers is the producer of the partition's WriteTxnMarkers markers, nil until used;
+	// markersRefused: the destination refused them, the gap writers write the rest.
+	markers        *producerIdentity
+	markersRefused bool
+	pending        []*inflight
+	feed           *feed           // the partition's subscription to its source leader's fetcher, from the first step
+	producer       *brokerProducer // the destination leader's pipeline, from the first non-transactional batch
 }
 
 // txnOpen tells whether a replayed transaction is open on the destination.
@@ -424,8 +430,9 @@ func (s *session) txnPrefix() string {
 }
 
 // The partition's destination transactional ids end in the source producer id of a replayed
-// transaction, in gapTxnSuffix (lone markers; "gap", "gap.1", … "gap.7": see gapWriters) or
-// in dataTxnSuffix (plain data).
+// transaction, in markerTxnSuffix (the producer id of WriteTxnMarkers markers), in
+// gapTxnSuffix (lone markers through transactions; "gap", "gap.1", … "gap.7": see
+// gapWriters) or in dataTxnSuffix (plain data).
 const (
 	gapTxnSuffix  = "gap"
 	dataTxnSuffix = "data"
@@ -511,6 +518,8 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 		p, known := producers[d.ProducerID]
 		known = known && p.ProducerEpoch == d.ProducerEpoch
 		switch suffix := strings.TrimPrefix(d.TxnID, prefix); {
+		case suffix == markerTxnSuffix:
+			continue // never in a transaction; each session initializes it anew
 		case gapIndex(suffix) >= 0:
 			s.gaps[gapIndex(suffix)] = t
 		case suffix == dataTxnSuffix:
@@ -922,24 +931,39 @@ func (s *session) gapWriter(ctx context.Context, i int) (*replayTxn, error) {
 	return t, nil
 }
 
-// loneMarker writes one commit or abort marker with no transaction data before it, through
-// an empty transaction of the partition's first gap writer.
+// loneMarker writes one commit or abort marker with no transaction data before it: with
+// WriteTxnMarkers, or through an empty transaction of the partition's first gap writer.
 func (s *session) loneMarker(ctx context.Context, commit bool) error {
+	if err := s.flush(); err != nil {
+		return err
+	}
+	if written, err := s.writeLoneMarkers(ctx, 1, commit); written == 1 || err != nil {
+		return err
+	}
 	t, err := s.gapWriter(ctx, 0)
 	if err != nil {
 		return err
 	}
-	return s.endTxn(ctx, t, commit)
+	if err := s.endTxn(ctx, t, commit); err != nil {
+		return err
+	}
+	s.cfg.Observer.LoneMarkers(MarkersByEndTxn, 1)
+	return nil
 }
 
-// gapMarkers fills n offsets without a source record with abort markers, up to gapWriters
-// of them at once (their order does not matter: they are alike), and waits until all of a
-// round landed before the next: nothing else may take their offsets.
+// gapMarkers fills n offsets without a source record with abort markers: with
+// WriteTxnMarkers, or through the gap writers, up to gapWriters of them at once (their order
+// does not matter: they are alike), waiting until all of a round landed before the next:
+// nothing else may take their offsets.
 func (s *session) gapMarkers(ctx context.Context, n int64) error {
 	if err := s.flush(); err != nil {
 		return err
 	}
-	for n > 0 {
+	written, err := s.writeLoneMarkers(ctx, n, false)
+	if err != nil {
+		return err
+	}
+	for n -= written; n > 0; {
 		round := int(min(n, gapWriters))
 		writers := make([]*replayTxn, round)
 		for i := range writers {
@@ -963,6 +987,7 @@ func (s *session) gapMarkers(ctx context.Context, n int64) error {
 		if err := s.awaitMarker(ctx, at, int64(round)); err != nil {
 			return err
 		}
+		s.cfg.Observer.LoneMarkers(MarkersByEndTxn, int64(round))
 		n -= int64(round)
 	}
 	return nil

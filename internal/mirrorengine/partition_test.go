@@ -320,13 +320,15 @@ func TestMirrorCompactedSourceWithHoles(t *testing.T) {
 }
 
 // A long run of source offsets without a record (a key overwritten sixty times in one
-// batch, compacted) becomes sixty abort markers on the destination, written by several gap
-// writers at once: identical logs, and more than one gap transactional id was used.
+// batch, compacted) on a destination that refuses WriteTxnMarkers becomes sixty abort
+// markers written by several gap writers at once: identical logs, and more than one gap
+// transactional id was used.
 func TestMirrorLongRunOfHolesUsesSeveralGapWriters(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	src.CreateTopic(t, "holes", 1, compact)
 	dst.CreateTopic(t, "holes", 1, compact)
+	refuseWriteTxnMarkers(dst)
 	prod := manualProducer(t, src)
 	produceSync(t, prod, &kgo.Record{Topic: "holes", Key: []byte("a"), Value: []byte("first")})
 	var overwritten []*kgo.Record
@@ -562,19 +564,7 @@ func TestMirrorAuthorizationFailures(t *testing.T) {
 	produceSync(t, manualProducer(t, src), records("secured", 0, 10, "s")...)
 
 	// The mirror may read the destination topic but not write it.
-	acl := kadm.NewACLs().Allow("User:reader").Topics("secured").Operations(kadm.OpDescribe, kadm.OpRead, kadm.OpDescribeConfigs).ResourcePatternType(kadm.ACLPatternLiteral)
-	acl.AllowHosts()
-	res, err := dst.Admin(t).CreateACLs(context.Background(), acl)
-	if err == nil {
-		for _, r := range res {
-			if err = r.Err; err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createACLs(t, dst, kadm.NewACLs().Allow("User:reader").Topics("secured").Operations(kadm.OpDescribe, kadm.OpRead, kadm.OpDescribeConfigs))
 
 	for _, tc := range []struct {
 		name     string
@@ -594,6 +584,25 @@ func TestMirrorAuthorizationFailures(t *testing.T) {
 				t.Fatalf("error %v, want an authorization error on the %s cluster", err, tc.cluster)
 			}
 		})
+	}
+}
+
+// createACLs creates literal ACLs from any host on c.
+func createACLs(t *testing.T, c *kafkatest.Cluster, acls ...*kadm.ACLBuilder) {
+	t.Helper()
+	for _, acl := range acls {
+		acl.AllowHosts().ResourcePatternType(kadm.ACLPatternLiteral)
+		res, err := c.Admin(t).CreateACLs(context.Background(), acl)
+		if err == nil {
+			for _, r := range res {
+				if err = r.Err; err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -744,8 +753,9 @@ func TestMirrorCompactedCompressedTopic(t *testing.T) {
 	}
 }
 
-// A session ends (here: killed) while it fills the holes of a compacted batch; the next one
-// resumes inside that batch, also inside its trailing hole.
+// A session ends (here: killed) while it fills the holes of a compacted batch through the gap
+// writers (the destination refuses WriteTxnMarkers); the next one resumes inside that batch,
+// also inside its trailing hole.
 func TestMirrorResumesInsideCompactedBatch(t *testing.T) {
 	// The holes 0-1 take AddPartitionsToTxn 1 and 2 (two gap writers at once), hole 7 the
 	// third, the holes 15-19 the fourth to eighth.
@@ -755,6 +765,7 @@ func TestMirrorResumesInsideCompactedBatch(t *testing.T) {
 			compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 			src.CreateTopic(t, "resume", 1, compact)
 			dst.CreateTopic(t, "resume", 1, compact)
+			refuseWriteTxnMarkers(dst)
 			prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 			// Offsets 0-19 keep runs 2-6 and 8-14: holes at 0-1, 7 and 15-19.
 			produceRounds(t, prod, "resume", 0, keyRange("a", 0, 20), append([]string{"a0", "a1", "a7"}, keyRange("a", 15, 20)...), []string{"active"})

@@ -1,0 +1,177 @@
+package mirrorengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
+)
+
+// Lone markers written by the worker itself: WriteTxnMarkers (API 27), the request a
+// transaction coordinator sends to partition leaders, many markers per request, answered
+// once every marker is in the log (KafkaApis.handleWriteTxnMarkersRequest appends them one
+// after the other, in request order). It needs CLUSTER_ACTION (or, from Kafka 4.0, ALTER)
+// on the cluster; a destination that refuses it gets one transaction per offset through the
+// gap writers instead (gapMarkers).
+//
+// The markers carry the producer id of the partition's markerTxnSuffix transactional id,
+// which never opens a transaction, so its coordinator never writes a marker for it and no
+// coordinator epoch but ours is ever recorded for it. Every request is a legacy
+// (transaction version 0) marker: the partition accepts a marker whose epoch is at least
+// the producer's last one (ProducerAppendInfo.checkProducerEpoch; only transaction version
+// 2 markers need a higher epoch each time), so one epoch writes any number of them, and a
+// session that initialized the id again fences an earlier one's markers.
+
+// markerTxnSuffix ends the transactional id whose producer id the partition's
+// WriteTxnMarkers markers carry.
+const markerTxnSuffix = "markers"
+
+// Lone markers by how they were written, for Observer.LoneMarkers.
+const (
+	MarkersByWriteTxnMarkers = "write_txn_markers"
+	MarkersByEndTxn          = "end_txn"
+)
+
+// markerRequestBytes bounds one WriteTxnMarkers request.
+const markerRequestBytes = 256 << 10
+
+// markersPerRequest is how many markers of one partition of topic fit in a request: each
+// repeats the producer id and epoch, the result, the topic name, the partition and the
+// coordinator epoch.
+func markersPerRequest(topic string) int64 {
+	return markerRequestBytes / int64(24+len(topic))
+}
+
+// markerCoordinatorEpoch is the coordinator epoch of every marker the worker writes. The
+// partition rejects a marker with a lower one than it recorded for the producer id
+// (TRANSACTION_COORDINATOR_FENCED); only this worker's markers ever carry that id.
+const markerCoordinatorEpoch = 0
+
+// markerRequestTimeout bounds the wait for a WriteTxnMarkers answer.
+const markerRequestTimeout = 40 * time.Second
+
+// refusesMarkers tells an answer that wrote nothing because the destination does not let
+// the worker write markers: no right on the cluster, or no such request.
+func refusesMarkers(err error) bool {
+	return errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.UnsupportedVersion) || errors.Is(err, errNoWriteTxnMarkers)
+}
+
+var errNoWriteTxnMarkers = errors.New("the destination partition leader does not support WriteTxnMarkers")
+
+// writeMarkers appends n lone markers for p to the partition, at the leader, in one request.
+func (c cluster) writeMarkers(ctx context.Context, leader int32, topic string, partition int32, p producerIdentity, commit bool, n int) error {
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = topic, []int32{partition}
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed = p.id, p.epoch, commit
+	m.CoordinatorEpoch = markerCoordinatorEpoch
+	m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{mt}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Markers = slices.Repeat([]kmsg.WriteTxnMarkersRequestMarker{m}, n)
+
+	if err := lease.Err(ctx); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Once sent, the answer is awaited even when ctx ends, as for a produce: a session that
+	// returned must have nothing left that can still land.
+	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markerRequestTimeout)
+	defer cancel()
+	kresp, err := c.cl.Broker(int(leader)).Request(reqCtx, req)
+	if err != nil {
+		return err
+	}
+	for _, rm := range kresp.(*kmsg.WriteTxnMarkersResponse).Markers {
+		for _, rt := range rm.Topics {
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return fmt.Errorf("%s write transaction markers to %s[%d]: %w", c.name, topic, partition, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// supportsWriteTxnMarkers asks the cluster whether broker answers WriteTxnMarkers (v0 was
+// removed in Kafka 4.0; kgo picks the version).
+func (c cluster) supportsWriteTxnMarkers(ctx context.Context, broker int32) (bool, error) {
+	versions, err := c.adm.ApiVersions(ctx)
+	if err != nil {
+		return false, err
+	}
+	v, ok := versions[broker]
+	if !ok {
+		return false, fmt.Errorf("%s broker %d did not answer ApiVersions", c.name, broker)
+	}
+	if v.Err != nil {
+		return false, v.Err
+	}
+	_, ok = v.KeyMaxVersion(int16(kmsg.WriteTxnMarkers))
+	return ok, nil
+}
+
+// writeLoneMarkers writes n lone markers from the destination end with WriteTxnMarkers and
+// returns how many it wrote: fewer than n (nothing of the request refused, and nothing after)
+// when the destination refuses them, which it does for the rest of the session. Every
+// produce in flight must have landed: the markers take the offsets at the end.
+func (s *session) writeLoneMarkers(ctx context.Context, n int64, commit bool) (int64, error) {
+	if s.markersRefused {
+		return 0, nil
+	}
+	if s.markers == nil {
+		if ok, err := s.m.dst.supportsWriteTxnMarkers(ctx, s.dst.leader); err != nil {
+			return 0, err
+		} else if !ok {
+			s.refuseMarkers(errNoWriteTxnMarkers)
+			return 0, nil
+		}
+		t, err := s.initTxn(ctx, s.txnPrefix()+markerTxnSuffix)
+		if err != nil {
+			return 0, err
+		}
+		s.markers = &t.producer
+	}
+	at, written := s.next, int64(0)
+	for written < n {
+		k := min(n-written, markersPerRequest(s.cfg.Topic))
+		s.m.mayReach(at + written + k)
+		err := s.m.dst.writeMarkers(ctx, s.dst.leader, s.cfg.Topic, s.cfg.Partition, *s.markers, commit, int(k))
+		if refusesMarkers(err) {
+			// The broker checks the right before it appends anything.
+			s.refuseMarkers(err)
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		written += k
+	}
+	if written == 0 {
+		return 0, nil
+	}
+	// The answer says every marker was appended; one look at the end says nothing else was.
+	if err := s.awaitMarker(ctx, at, written); err != nil {
+		return 0, err
+	}
+	s.cfg.Observer.LoneMarkers(MarkersByWriteTxnMarkers, written)
+	return written, nil
+}
+
+// refuseMarkers falls back to the gap writers for the rest of the session, saying so once
+// per partition mirror.
+func (s *session) refuseMarkers(err error) {
+	s.markersRefused = true
+	if s.m.markersRefused.CompareAndSwap(false, true) {
+		s.m.log.Info("the destination does not let the worker write transaction markers (WriteTxnMarkers needs CLUSTER_ACTION on the cluster); holes are filled with one transaction each, which is slower",
+			"error", err)
+	}
+}
