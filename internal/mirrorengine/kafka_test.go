@@ -156,13 +156,7 @@ func TestKafkaMirrorInterleavedTransactions(t *testing.T) {
 func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
 		topic := topicFor(t, "")
-		compact := map[string]*string{
-			"cleanup.policy":            kadm.StringPtr("compact"),
-			"segment.ms":                kadm.StringPtr("100"),
-			"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
-			"delete.retention.ms":       kadm.StringPtr("100"),
-		}
-		src.CreateTopic(t, topic, 2, compact)
+		src.CreateTopic(t, topic, 2, cleanedSoon)
 		prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.GzipCompression()))
 		txn := manualProducer(t, src, kgo.TransactionalID(topic+".app"), kgo.ProducerBatchCompression(kgo.GzipCompression()))
 		// A producer whose only batch is overwritten entirely: the cleaner keeps an empty
@@ -207,6 +201,14 @@ func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 		kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
 		run.stop(t)
 	})
+}
+
+// cleanedSoon are the configs of a real source topic compacted within moments (waitCleaned).
+var cleanedSoon = map[string]*string{
+	"cleanup.policy":            kadm.StringPtr("compact"),
+	"segment.ms":                kadm.StringPtr("100"),
+	"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
+	"delete.retention.ms":       kadm.StringPtr("100"),
 }
 
 // waitCleaned makes the cleaner run over what was written (a record each poll rolls the

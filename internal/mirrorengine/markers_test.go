@@ -146,12 +146,7 @@ func TestKafkaMirrorTensOfThousandsOfHoles(t *testing.T) {
 		for _, killAt := range []int64{0, 2} {
 			t.Run(fmt.Sprint("killed after request ", killAt), func(t *testing.T) {
 				topic := topicFor(t, "")
-				src.CreateTopic(t, topic, 1, map[string]*string{
-					"cleanup.policy":            kadm.StringPtr("compact"),
-					"segment.ms":                kadm.StringPtr("100"),
-					"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
-					"delete.retention.ms":       kadm.StringPtr("100"),
-				})
+				src.CreateTopic(t, topic, 1, cleanedSoon)
 				holesSource(t, src, topic, func(prod *kgo.Client) {
 					waitCleaned(t, src, prod, topic, 1)
 					stopCleaning(t, src, topic, 1)
@@ -171,14 +166,38 @@ func TestMirrorHolesWithoutClusterAction(t *testing.T) {
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	src.CreateTopic(t, "holes", 1, compact)
 	dst.CreateTopic(t, "holes", 1, compact)
-	// Everything the mirror needs on the destination, but no CLUSTER_ACTION (nor ALTER, which
-	// Kafka 4 also accepts for WriteTxnMarkers).
+	noClusterActionScenario(t, src, dst, "holes", func(*kgo.Client) { src.Fake().Compact() })
+}
+
+func TestKafkaMirrorHolesWithoutClusterAction(t *testing.T) {
+	kafkatest.RequireKafka(t)
+	versions := kafkatest.KafkaVersions()
+	for _, v := range versions {
+		t.Run("kafka-"+versions[0]+"-to-"+v, func(t *testing.T) {
+			src := kafkatest.Shared(t, "source-"+versions[0], kafkatest.Kafka(versions[0]))
+			dst := kafkatest.New(t, kafkatest.Kafka(v), kafkatest.WithACLs("admin", "admin-secret"), kafkatest.User("mirror", "mirror-secret"))
+			kafkatest.Tally(t, src.Broker()+" → "+dst.Broker()+" (SASL, ACLs)")
+			topic := topicFor(t, "")
+			src.CreateTopic(t, topic, 1, cleanedSoon)
+			dst.CreateTopic(t, topic, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
+			noClusterActionScenario(t, src, dst, topic, func(prod *kgo.Client) {
+				waitCleaned(t, src, prod, topic, 1)
+				stopCleaning(t, src, topic, 1)
+			})
+		})
+	}
+}
+
+// noClusterActionScenario mirrors 20 holes to a destination where the mirror's principal
+// has every right it needs but CLUSTER_ACTION (and ALTER, which Kafka 4 also accepts for
+// WriteTxnMarkers) on the cluster.
+func noClusterActionScenario(t *testing.T, src, dst *kafkatest.Cluster, topic string, compact func(prod *kgo.Client)) {
 	createACLs(t, dst,
 		kadm.NewACLs().Allow("User:mirror").Topics("*").TransactionalIDs("*").Operations(kadm.OpAll),
 		kadm.NewACLs().Allow("User:mirror").Clusters().Operations(kadm.OpIdempotentWrite, kadm.OpDescribe, kadm.OpDescribeConfigs))
 	prod := manualProducer(t, src)
-	produceRounds(t, prod, "holes", 0, append([]string{"a"}, append(keyRange("b", 0, 20), keyRange("b", 0, 20)...)...), []string{"last"})
-	src.Fake().Compact()
+	produceRounds(t, prod, topic, 0, append([]string{"a"}, append(keyRange("b", 0, 20), keyRange("b", 0, 20)...)...), []string{"last"})
+	compact(prod)
 
 	counts := countMarkerRequests()
 	cl, err := kgo.NewClient(append(dst.ClientOptsAs("mirror", "mirror-secret"), counts.hooks())...)
@@ -186,8 +205,8 @@ func TestMirrorHolesWithoutClusterAction(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	run := startMirrorClients(context.Background(), t, src.Client(t), cl, "holes", 1, true)
-	kafkatest.WaitIdentical(t, src, dst, "holes", waitIdentical)
+	run := startMirrorClients(context.Background(), t, src.Client(t), cl, topic, 1, true)
+	kafkatest.WaitIdentical(t, src, dst, topic, waitIdentical)
 	run.stop(t)
 	if n := counts.writeTxnMarkers.n.Load(); n != 1 {
 		t.Fatalf("%d WriteTxnMarkers requests, want the one refused", n)
