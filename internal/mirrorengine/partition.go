@@ -238,9 +238,12 @@ type session struct {
 	// markersRefused: the destination refused them, the gap writers write the rest.
 	markers        *producerIdentity
 	markersRefused bool
-	pending        []*inflight
-	feed           *feed           // the partition's subscription to its source leader's fetcher, from the first step
-	producer       *brokerProducer // the destination leader's pipeline, from the first non-transactional batch
+	// uncheckedMarkers counts the lone markers written last whose offsets no answer has
+	// confirmed yet: the answer to a produce sent after them does, else checkMarkers.
+	uncheckedMarkers int64
+	pending          []*inflight
+	feed             *feed           // the partition's subscription to its source leader's fetcher, from the first step
+	producer         *brokerProducer // the destination leader's pipeline, from the first non-transactional batch
 }
 
 // txnOpen tells whether a replayed transaction is open on the destination.
@@ -617,6 +620,9 @@ func (s *session) step(ctx context.Context) error {
 	if err := s.flush(); err != nil {
 		return err
 	}
+	if err := s.checkMarkers(ctx); err != nil {
+		return err
+	}
 	if copied {
 		m.lastEpoch.Store(lastEpoch)
 	}
@@ -847,6 +853,7 @@ func (s *session) awaitOldest() error {
 	}
 	s.cfg.Observer.Mirrored(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition, p.end-p.expected, int64(len(p.batch)))
 	s.m.setProgress(func(pr *Progress) { pr.DestinationEnd = p.end })
+	s.uncheckedMarkers = 0 // sent after them: its offset confirms theirs
 	return nil
 }
 
@@ -1015,7 +1022,7 @@ func (s *session) awaitMarker(ctx context.Context, at, n int64) error {
 		}
 		switch {
 		case end == at+n:
-			s.next = end
+			s.next, s.uncheckedMarkers = end, 0
 			s.m.setProgress(func(p *Progress) { p.DestinationEnd = end })
 			return nil
 		case end > at+n:
