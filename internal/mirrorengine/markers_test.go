@@ -2,6 +2,7 @@ package mirrorengine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -213,5 +214,22 @@ func noClusterActionScenario(t *testing.T, src, dst *kafkatest.Cluster, topic st
 	}
 	if n := counts.endTxn.n.Load(); n < 20 {
 		t.Fatalf("%d EndTxn requests for 20 holes: the gap writers did not fill them", n)
+	}
+
+	// What the broker answers: CLUSTER_AUTHORIZATION_FAILED, and nothing appended.
+	ctx, d := context.Background(), newCluster("destination", cl)
+	meta, err := d.metadata(ctx, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, before, err := d.offsets(ctx, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.writeMarkers(ctx, meta.leader, topic, 0, producerIdentity{id: 1}, false, 3); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("WriteTxnMarkers without CLUSTER_ACTION answered %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	if _, after, err := d.offsets(ctx, topic, 0); err != nil || after != before {
+		t.Fatalf("destination end %d after a refused WriteTxnMarkers, was %d (%v)", after, before, err)
 	}
 }
