@@ -687,21 +687,30 @@ func (b *bench) workerMemory() (liveHeap, rss float64) {
 
 // workerMetric is the value of an unlabelled metric of the worker's /metrics.
 func (b *bench) workerMetric(name string) float64 {
+	v, ok := b.workerSeries(name)
+	if !ok {
+		b.r.Fatalf("the worker's /metrics has no %s", name)
+	}
+	return v
+}
+
+// workerSeries is the value of one series of the worker's /metrics (a name with its labels,
+// as the worker writes them), and whether it has it.
+func (b *bench) workerSeries(series string) (float64, bool) {
 	resp, err := http.Get(b.worker.URL + "/metrics")
 	b.r.check(err, "reading the worker's metrics")
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
-			b.r.check(err, "reading "+name)
-			return f
+			b.r.check(err, "reading "+series)
+			return f, true
 		}
 	}
 	b.r.check(sc.Err(), "reading the worker's metrics")
-	b.r.Fatalf("the worker's /metrics has no %s", name)
-	return 0
+	return 0, false
 }
 
 // compactedHoles writes a compacted topic in which the cleaner removes nine of every ten
@@ -729,6 +738,10 @@ func (b *bench) compactedHoles(res *result) {
 	t, offsets, _ = b.mirrorCompacted("hole-run", recs)
 	res.set("holerun.offsets", float64(offsets))
 	res.set("holerun.rate", float64(offsets)/t.last.Sub(t.first).Seconds())
+	for _, method := range []string{"write_txn_markers", "end_txn"} {
+		n, _ := b.workerSeries(`kafkamirror_lone_markers_total{method="` + method + `"}`)
+		res.set("markers."+method, n)
+	}
 }
 
 // mirrorCompacted writes recs to a new compacted topic of one partition, has the source's

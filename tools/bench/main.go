@@ -206,6 +206,7 @@ var figureRows = []row{
 	{"compacted topic: offsets / holes", "", "compacted", formatted("%.0f / %.0f", "compacted.offsets", "compacted.holes")},
 	{"compacted topic: offsets per second from the first copied (no start-up)", "", "compacted", formatted("%.0f", "compacted.copy_rate")},
 	{"one run of holes: offsets per second from the first copied / offsets", "", "compacted", formatted("%.0f / %.0f", "holerun.rate", "holerun.offsets")},
+	{"lone markers written with WriteTxnMarkers / with EndTxn (both topics)", "", "compacted", formatted("%.0f / %.0f", "markers.write_txn_markers", "markers.end_txn")},
 	{"worker memory per mirrored partition: live heap / RSS (bytes)", "", "memory", formatted("%.0f / %.0f", "memory.heap", "memory.rss")},
 }
 
