@@ -57,6 +57,12 @@ func (s *strict) writeTxnMarkers(kreq kmsg.Request) (kmsg.Response, error, bool)
 		}
 		return nil, nil, false
 	}
+	return WriteTxnMarkersRefused(req, refused), nil, true
+}
+
+// WriteTxnMarkersRefused is the answer to req of a broker that refuses it with err for every
+// partition, writing nothing.
+func WriteTxnMarkersRefused(req *kmsg.WriteTxnMarkersRequest, err *kerr.Error) *kmsg.WriteTxnMarkersResponse {
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	for _, m := range req.Markers {
 		rm := kmsg.NewWriteTxnMarkersResponseMarker()
@@ -66,12 +72,12 @@ func (s *strict) writeTxnMarkers(kreq kmsg.Request) (kmsg.Response, error, bool)
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
 				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
-				rp.Partition, rp.ErrorCode = p, refused.Code
+				rp.Partition, rp.ErrorCode = p, err.Code
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			rm.Topics = append(rm.Topics, rt)
 		}
 		resp.Markers = append(resp.Markers, rm)
 	}
-	return resp, nil, true
+	return resp
 }

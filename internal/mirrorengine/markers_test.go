@@ -63,24 +63,7 @@ func (r markerRequests) checkFastPath(t *testing.T, topic string, holes int64) {
 func refuseWriteTxnMarkers(dst *kafkatest.Cluster) {
 	dst.Fake().ControlKey(int16(kmsg.WriteTxnMarkers), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		dst.Fake().KeepControl()
-		req := kreq.(*kmsg.WriteTxnMarkersRequest)
-		resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
-		for _, m := range req.Markers {
-			rm := kmsg.NewWriteTxnMarkersResponseMarker()
-			rm.ProducerID = m.ProducerID
-			for _, mt := range m.Topics {
-				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
-				rt.Topic = mt.Topic
-				for _, p := range mt.Partitions {
-					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
-					rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				rm.Topics = append(rm.Topics, rt)
-			}
-			resp.Markers = append(resp.Markers, rm)
-		}
-		return resp, nil, true
+		return kafkatest.WriteTxnMarkersRefused(kreq.(*kmsg.WriteTxnMarkersRequest), kerr.ClusterAuthorizationFailed), nil, true
 	})
 }
 

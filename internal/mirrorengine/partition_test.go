@@ -753,38 +753,51 @@ func TestMirrorCompactedCompressedTopic(t *testing.T) {
 	}
 }
 
-// A session ends (here: killed) while it fills the holes of a compacted batch through the gap
-// writers (the destination refuses WriteTxnMarkers); the next one resumes inside that batch,
-// also inside its trailing hole.
+// A session ends (here: killed) while it fills the holes of a compacted batch, with
+// WriteTxnMarkers or through the gap writers (the destination refuses WriteTxnMarkers); the
+// next one resumes inside that batch, also inside its trailing hole.
 func TestMirrorResumesInsideCompactedBatch(t *testing.T) {
-	// The holes 0-1 take AddPartitionsToTxn 1 and 2 (two gap writers at once), hole 7 the
-	// third, the holes 15-19 the fourth to eighth.
-	for _, killAt := range []int64{3, 4, 6} {
-		t.Run(fmt.Sprint("killed at lone marker ", killAt), func(t *testing.T) {
+	// Through the gap writers the holes 0-1 take AddPartitionsToTxn 1 and 2 (two gap writers
+	// at once), hole 7 the third, the holes 15-19 the fourth to eighth; with WriteTxnMarkers
+	// each run of holes is one request.
+	for _, tc := range []struct {
+		markers bool
+		killAt  int64
+	}{{false, 3}, {false, 4}, {false, 6}, {true, 1}, {true, 2}} {
+		name := fmt.Sprint("gap writers killed at lone marker ", tc.killAt)
+		if tc.markers {
+			name = fmt.Sprint("killed after WriteTxnMarkers request ", tc.killAt)
+		}
+		t.Run(name, func(t *testing.T) {
 			src, dst := kafkatest.Pair(t)
 			compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 			src.CreateTopic(t, "resume", 1, compact)
 			dst.CreateTopic(t, "resume", 1, compact)
-			refuseWriteTxnMarkers(dst)
 			prod := manualProducer(t, src, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 			// Offsets 0-19 keep runs 2-6 and 8-14: holes at 0-1, 7 and 15-19.
 			produceRounds(t, prod, "resume", 0, keyRange("a", 0, 20), append([]string{"a0", "a1", "a7"}, keyRange("a", 15, 20)...), []string{"active"})
 			kafkatest.NewCleaner(t, src).Clean(t)
 
-			// Every lone marker starts with an AddPartitionsToTxn of its gap writer; the
-			// killAt-th takes effect but its answer is lost.
 			ctx, kill := context.WithCancel(context.Background())
 			defer kill()
-			adds := int64(0)
-			dst.Fake().ControlKey(int16(kmsg.AddPartitionsToTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
-				dst.Fake().KeepControl()
-				if adds++; adds == killAt {
-					kill()
-					dst.Fake().DropControl()
-				}
-				return nil, nil, false
-			})
-			run := startMirrorCtx(ctx, t, src, dst, "resume", 1, true)
+			dc := dst.Client(t)
+			if tc.markers {
+				dc = dst.Client(t, kgo.WithHooks(&killAfterMarkers{killAt: tc.killAt, n: writeCounter{key: int16(kmsg.WriteTxnMarkers)}, kill: kill}))
+			} else {
+				// Every lone marker starts with an AddPartitionsToTxn of its gap writer; the
+				// killAt-th takes effect but its answer is lost.
+				refuseWriteTxnMarkers(dst)
+				adds := int64(0)
+				dst.Fake().ControlKey(int16(kmsg.AddPartitionsToTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+					dst.Fake().KeepControl()
+					if adds++; adds == tc.killAt {
+						kill()
+						dst.Fake().DropControl()
+					}
+					return nil, nil, false
+				})
+			}
+			run := startMirrorClients(ctx, t, src.Client(t), dc, "resume", 1, true)
 			run.wg.Wait()
 			if err := run.errs[0]; err != nil {
 				t.Fatal(err)
