@@ -16,7 +16,7 @@ import (
 // Lone markers written by the worker itself: WriteTxnMarkers (API 27), the request a
 // transaction coordinator sends to partition leaders, many markers per request, answered
 // once every marker is in the log (KafkaApis.handleWriteTxnMarkersRequest appends them one
-// after the other, in request order). It needs CLUSTER_ACTION (or, from Kafka 4.0, ALTER)
+// after the other, in request order). It needs CLUSTER_ACTION (or, from Kafka 3.8, ALTER)
 // on the cluster; a destination that refuses it gets one transaction per offset through the
 // gap writers instead (gapMarkers).
 //
@@ -178,7 +178,7 @@ func (s *session) checkMarkers(ctx context.Context) error {
 func (s *session) refuseMarkers(err error) {
 	s.markersRefused = true
 	if s.m.markersRefused.CompareAndSwap(false, true) {
-		s.m.log.Info("the destination does not let the worker write transaction markers (WriteTxnMarkers needs CLUSTER_ACTION on the cluster); holes are filled with one transaction each, which is slower",
+		s.m.log.Warn("the destination does not let the worker write transaction markers (WriteTxnMarkers needs CLUSTER_ACTION on the cluster): compaction holes are filled with one transaction each, far slower",
 			"error", err)
 	}
 }

@@ -173,7 +173,7 @@ func TestKafkaMirrorHolesWithoutClusterAction(t *testing.T) {
 }
 
 // noClusterActionScenario mirrors 20 holes to a destination where the mirror's principal
-// has every right it needs but CLUSTER_ACTION (and ALTER, which Kafka 4 also accepts for
+// has every right it needs but CLUSTER_ACTION (and ALTER, which Kafka 3.8+ also accepts for
 // WriteTxnMarkers) on the cluster.
 func noClusterActionScenario(t *testing.T, src, dst *kafkatest.Cluster, topic string, compact func(prod *kgo.Client)) {
 	createACLs(t, dst,
