@@ -59,7 +59,7 @@ const markerRequestTimeout = 40 * time.Second
 // refusesMarkers tells an answer that wrote nothing because the destination does not let
 // the worker write markers: no right on the cluster, or no such request.
 func refusesMarkers(err error) bool {
-	return errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.UnsupportedVersion) || errors.Is(err, errNoWriteTxnMarkers)
+	return errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.UnsupportedVersion)
 }
 
 var errNoWriteTxnMarkers = errors.New("the destination partition leader does not support WriteTxnMarkers")
