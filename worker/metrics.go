@@ -17,6 +17,9 @@ package main
 //	kafkamirror_source_fetch_partitions_total{broker}      partitions those requests carried
 //	kafkamirror_source_fetch_bytes_total{broker}           record bytes they returned
 //	kafkamirror_fetch_buffered_bytes{mirror,topic,partition}  fetched bytes waiting to be written
+//	kafkamirror_lone_markers_total{method}                 markers written alone (holes), by request:
+//	                                                       write_txn_markers (many per request) or
+//	                                                       end_txn (one transaction each)
 //	kafkamirror_destination_produces_total{broker}         produce requests per destination broker
 //	kafkamirror_destination_produce_partitions_total{broker}  partitions (batches) those requests carried
 //	kafkamirror_destination_produce_bytes_total{broker}    record batch bytes they carried
@@ -68,6 +71,7 @@ type metrics struct {
 	fetchedPartitions *prometheus.CounterVec
 	fetchedBytes      *prometheus.CounterVec
 	buffered          *prometheus.GaugeVec
+	loneMarkers       *prometheus.CounterVec
 	produces          *prometheus.CounterVec
 	producedParts     *prometheus.CounterVec
 	producedBytes     *prometheus.CounterVec
@@ -108,6 +112,9 @@ func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
 		buffered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kafkamirror_fetch_buffered_bytes", Help: "Fetched bytes waiting in a partition's fetch-ahead buffer to be written.",
 		}, []string{"mirror", "topic", "partition"}),
+		loneMarkers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkamirror_lone_markers_total", Help: "Transaction markers written alone (source offsets without a record), by method: write_txn_markers (many per request) or end_txn (one transaction each, when the destination refuses WriteTxnMarkers).",
+		}, []string{"method"}),
 		produces: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kafkamirror_destination_produces_total", Help: "Produce requests answered by destination brokers (one pipeline per broker groups the partitions it leads).",
 		}, []string{"broker"}),
@@ -128,7 +135,7 @@ func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
 		}, []string{"mirror", "topic"}),
 		collector: newEngineCollector(slot, log),
 	}
-	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.fetches, m.fetchedPartitions, m.fetchedBytes, m.buffered, m.produces, m.producedParts, m.producedBytes, m.failures, m.retries, m.sessions, m.collector,
+	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.fetches, m.fetchedPartitions, m.fetchedBytes, m.buffered, m.loneMarkers, m.produces, m.producedParts, m.producedBytes, m.failures, m.retries, m.sessions, m.collector,
 		// go_gc_heap_live_bytes (the heap the last GC kept) measures memory per partition.
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -170,6 +177,11 @@ func (m *metrics) DestinationProduce(broker int32, partitions int, bytes int64) 
 // FetchBuffered implements mirrorengine.Observer.
 func (m *metrics) FetchBuffered(mirror, topic string, partition int32, bytes int64) {
 	m.buffered.WithLabelValues(mirror, topic, strconv.Itoa(int(partition))).Set(float64(bytes))
+}
+
+// LoneMarkers implements mirrorengine.Observer.
+func (m *metrics) LoneMarkers(method string, markers int64) {
+	m.loneMarkers.WithLabelValues(method).Add(float64(markers))
 }
 
 // Failed implements mirrorengine.Observer.

@@ -155,13 +155,7 @@ func interleavedTransactions(t *testing.T, src, dst *kafkatest.Cluster, topic st
 func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
 		topic := kafkatest.TopicFor(t, "")
-		compact := map[string]*string{
-			"cleanup.policy":            kadm.StringPtr("compact"),
-			"segment.ms":                kadm.StringPtr("100"),
-			"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
-			"delete.retention.ms":       kadm.StringPtr("100"),
-		}
-		src.CreateTopic(t, topic, 2, compact)
+		src.CreateTopic(t, topic, 2, cleanedSoon)
 		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.GzipCompression()))
 		txn := src.ManualProducer(t, kgo.TransactionalID(topic+".app"), kgo.ProducerBatchCompression(kgo.GzipCompression()))
 		// A producer whose only batch is overwritten entirely: the cleaner keeps an empty
@@ -204,6 +198,14 @@ func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
 		dst.CreateTopic(t, topic, 2, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
 		mirrorIdentical(t, src, dst, topic, 2, true)
 	})
+}
+
+// cleanedSoon are the configs of a real source topic compacted within moments (waitCleaned).
+var cleanedSoon = map[string]*string{
+	"cleanup.policy":            kadm.StringPtr("compact"),
+	"segment.ms":                kadm.StringPtr("100"),
+	"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
+	"delete.retention.ms":       kadm.StringPtr("100"),
 }
 
 // waitCleaned makes the cleaner run over what was written (a record each poll rolls the

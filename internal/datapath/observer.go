@@ -16,6 +16,9 @@ type Observer interface {
 	// DestinationProduce counts one produce request a destination broker answered: how many
 	// partitions' batches it carried (one pipeline per broker groups them) and their bytes.
 	DestinationProduce(broker int32, partitions int, bytes int64)
+	// LoneMarkers counts abort or commit markers written alone (holes, source markers of
+	// transactions not replayed), by method: MarkersByWriteTxnMarkers or MarkersByEndTxn.
+	LoneMarkers(method string, markers int64)
 	// FetchBuffered is how many fetched bytes wait in a partition's fetch-ahead buffer.
 	FetchBuffered(mirror, topic string, partition int32, bytes int64)
 	// Failed counts a partition entering FAILED; Retried counts an automatic retry.
@@ -36,6 +39,7 @@ func (NopObserver) FetchLatency(time.Duration)                   {}
 func (NopObserver) ProduceLatency(time.Duration)                 {}
 func (NopObserver) SourceFetch(int32, int, int64)                {}
 func (NopObserver) DestinationProduce(int32, int, int64)         {}
+func (NopObserver) LoneMarkers(string, int64)                    {}
 func (NopObserver) FetchBuffered(string, string, int32, int64)   {}
 func (NopObserver) Failed(string, string, int32, bool)           {}
 func (NopObserver) Retried(string, string, int32)                {}

@@ -120,6 +120,8 @@ type PartitionMirror struct {
 
 	// draining asks Run to return at the next point where no replayed transaction is open.
 	draining atomic.Bool
+
+	markersRefused atomic.Bool // a session fell back to the gap writers (logged once)
 }
 
 // errDrained ends a session that reached a point with no replayed transaction open while
@@ -241,12 +243,19 @@ type session struct {
 
 	txnTimeout time.Duration // of replayed transactions: the configured one, capped by the destination's maximum
 
-	idem     recordbatch.Producer
-	txns     map[int64]*replayTxn // by source producer id
-	gaps     []*replayTxn         // write lone markers; gaps[i] has suffix gapSuffix(i), nil until used
-	pending  []*inflight
-	feed     *feed           // the partition's subscription to its source leader's fetcher, from the first copyOnce
-	producer *brokerProducer // the destination leader's pipeline, from the first non-transactional batch
+	idem recordbatch.Producer
+	txns map[int64]*replayTxn // by source producer id
+	gaps []*replayTxn         // write lone markers; gaps[i] has suffix gapSuffix(i), nil until used
+	// markers is the producer of the partition's WriteTxnMarkers markers, nil until used;
+	// markersRefused: the destination refused them, the gap writers write the rest.
+	markers        *recordbatch.Producer
+	markersRefused bool
+	// uncheckedMarkers counts the lone markers written last whose offsets no answer has
+	// confirmed yet: the answer to a produce sent after them does, else checkMarkers.
+	uncheckedMarkers int64
+	pending          []*inflight
+	feed             *feed           // the partition's subscription to its source leader's fetcher, from the first copyOnce
+	producer         *brokerProducer // the destination leader's pipeline, from the first non-transactional batch
 }
 
 // txnOpen tells whether a replayed transaction is open on the destination.
@@ -448,8 +457,9 @@ func (s *session) txnPrefix() string {
 }
 
 // The partition's destination transactional ids end in the source producer id of a replayed
-// transaction, in gapTxnSuffix (lone markers; "gap", "gap.1", … "gap.7": see gapWriters) or
-// in dataTxnSuffix (plain data).
+// transaction, in markerTxnSuffix (the producer id of WriteTxnMarkers markers), in
+// gapTxnSuffix (lone markers through transactions; "gap", "gap.1", … "gap.7": see
+// gapWriters) or in dataTxnSuffix (plain data).
 const (
 	gapTxnSuffix  = "gap"
 	dataTxnSuffix = "data"
@@ -535,6 +545,8 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 		p, known := producers[d.ProducerID]
 		known = known && p.ProducerEpoch == d.ProducerEpoch
 		switch suffix := strings.TrimPrefix(d.TxnID, prefix); {
+		case suffix == markerTxnSuffix:
+			continue // never in a transaction; each session initializes it anew
 		case gapIndex(suffix) >= 0:
 			s.gaps[gapIndex(suffix)] = t
 		case suffix == dataTxnSuffix:
@@ -630,6 +642,9 @@ func (s *session) copyOnce(ctx context.Context) error {
 	}
 	// Pipelining spans one fetch response; its end is where progress becomes visible.
 	if err := s.flush(); err != nil {
+		return err
+	}
+	if err := s.checkMarkers(ctx); err != nil {
 		return err
 	}
 	if copied {
@@ -862,6 +877,7 @@ func (s *session) awaitOldest() error {
 	}
 	s.cfg.Observer.Mirrored(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition, p.end-p.expected, int64(len(p.batch)))
 	s.m.setProgress(func(pr *Progress) { pr.DestinationEnd = p.end })
+	s.uncheckedMarkers = 0 // sent after them: its offset confirms theirs
 	return nil
 }
 
@@ -946,24 +962,39 @@ func (s *session) gapWriter(ctx context.Context, i int) (*replayTxn, error) {
 	return t, nil
 }
 
-// loneMarker writes one commit or abort marker with no transaction data before it, through
-// an empty transaction of the partition's first gap writer.
+// loneMarker writes one commit or abort marker with no transaction data before it: with
+// WriteTxnMarkers, or through an empty transaction of the partition's first gap writer.
 func (s *session) loneMarker(ctx context.Context, commit bool) error {
+	if err := s.flush(); err != nil {
+		return err
+	}
+	if written, err := s.writeLoneMarkers(ctx, 1, commit); written == 1 || err != nil {
+		return err
+	}
 	t, err := s.gapWriter(ctx, 0)
 	if err != nil {
 		return err
 	}
-	return s.endTxn(ctx, t, commit)
+	if err := s.endTxn(ctx, t, commit); err != nil {
+		return err
+	}
+	s.cfg.Observer.LoneMarkers(MarkersByEndTxn, 1)
+	return nil
 }
 
-// gapMarkers fills n offsets without a source record with abort markers, up to gapWriters
-// of them at once (their order does not matter: they are alike), and waits until all of a
-// round landed before the next: nothing else may take their offsets.
+// gapMarkers fills n offsets without a source record with abort markers: with
+// WriteTxnMarkers, or through the gap writers, up to gapWriters of them at once (their order
+// does not matter: they are alike), waiting until all of a round landed before the next:
+// nothing else may take their offsets.
 func (s *session) gapMarkers(ctx context.Context, n int64) error {
 	if err := s.flush(); err != nil {
 		return err
 	}
-	for n > 0 {
+	written, err := s.writeLoneMarkers(ctx, n, false)
+	if err != nil {
+		return err
+	}
+	for n -= written; n > 0; {
 		round := int(min(n, gapWriters))
 		writers := make([]*replayTxn, round)
 		for i := range writers {
@@ -987,6 +1018,7 @@ func (s *session) gapMarkers(ctx context.Context, n int64) error {
 		if err := s.awaitMarker(ctx, at, int64(round)); err != nil {
 			return err
 		}
+		s.cfg.Observer.LoneMarkers(MarkersByEndTxn, int64(round))
 		n -= int64(round)
 	}
 	return nil
@@ -1014,7 +1046,7 @@ func (s *session) awaitMarker(ctx context.Context, at, n int64) error {
 		}
 		switch {
 		case end == at+n:
-			s.next = end
+			s.next, s.uncheckedMarkers = end, 0
 			s.m.setProgress(func(p *Progress) { p.DestinationEnd = end })
 			return nil
 		case end > at+n:

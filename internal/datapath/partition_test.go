@@ -296,13 +296,15 @@ func TestMirrorCompactedSourceWithHoles(t *testing.T) {
 }
 
 // A long run of source offsets without a record (a key overwritten sixty times in one
-// batch, compacted) becomes sixty abort markers on the destination, written by several gap
-// writers at once: identical logs, and more than one gap transactional id was used.
+// batch, compacted) on a destination that refuses WriteTxnMarkers becomes sixty abort
+// markers written by several gap writers at once: identical logs, and more than one gap
+// transactional id was used.
 func TestMirrorLongRunOfHolesUsesSeveralGapWriters(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	src.CreateTopic(t, "holes", 1, compact)
 	dst.CreateTopic(t, "holes", 1, compact)
+	refuseWriteTxnMarkers(dst)
 	prod := src.ManualProducer(t)
 	kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: "holes", Key: []byte("a"), Value: []byte("first")})
 	var overwritten []*kgo.Record
@@ -664,13 +666,22 @@ func TestMirrorCompactedCompressedTopic(t *testing.T) {
 	}
 }
 
-// A session ends (here: killed) while it fills the holes of a compacted batch; the next one
-// resumes inside that batch, also inside its trailing hole.
+// A session ends (here: killed) while it fills the holes of a compacted batch, with
+// WriteTxnMarkers or through the gap writers (the destination refuses WriteTxnMarkers); the
+// next one resumes inside that batch, also inside its trailing hole.
 func TestMirrorResumesInsideCompactedBatch(t *testing.T) {
-	// The holes 0-1 take AddPartitionsToTxn 1 and 2 (two gap writers at once), hole 7 the
-	// third, the holes 15-19 the fourth to eighth.
-	for _, killAt := range []int64{3, 4, 6} {
-		t.Run(fmt.Sprint("killed at lone marker ", killAt), func(t *testing.T) {
+	// Through the gap writers the holes 0-1 take AddPartitionsToTxn 1 and 2 (two gap writers
+	// at once), hole 7 the third, the holes 15-19 the fourth to eighth; with WriteTxnMarkers
+	// each run of holes is one request.
+	for _, tc := range []struct {
+		markers bool
+		killAt  int64
+	}{{false, 3}, {false, 4}, {false, 6}, {true, 1}, {true, 2}} {
+		name := fmt.Sprint("gap writers killed at lone marker ", tc.killAt)
+		if tc.markers {
+			name = fmt.Sprint("killed after WriteTxnMarkers request ", tc.killAt)
+		}
+		t.Run(name, func(t *testing.T) {
 			src, dst := kafkatest.Pair(t)
 			compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 			src.CreateTopic(t, "resume", 1, compact)
@@ -680,20 +691,26 @@ func TestMirrorResumesInsideCompactedBatch(t *testing.T) {
 			produceRounds(t, prod, "resume", 0, keyRange("a", 0, 20), append([]string{"a0", "a1", "a7"}, keyRange("a", 15, 20)...), []string{"active"})
 			kafkatest.NewCleaner(t, src).Clean(t)
 
-			// Every lone marker starts with an AddPartitionsToTxn of its gap writer; the
-			// killAt-th takes effect but its answer is lost.
 			ctx, kill := context.WithCancel(context.Background())
 			defer kill()
-			adds := int64(0)
-			dst.Fake().ControlKey(int16(kmsg.AddPartitionsToTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
-				dst.Fake().KeepControl()
-				if adds++; adds == killAt {
-					kill()
-					dst.Fake().DropControl()
-				}
-				return nil, nil, false
-			})
-			run := startMirrorCtx(ctx, t, src, dst, "resume", 1, true)
+			dc := dst.Client(t)
+			if tc.markers {
+				dc = dst.Client(t, kgo.WithHooks(&killAfterMarkers{killAt: tc.killAt, n: writeCounter{key: int16(kmsg.WriteTxnMarkers)}, kill: kill}))
+			} else {
+				// Every lone marker starts with an AddPartitionsToTxn of its gap writer; the
+				// killAt-th takes effect but its answer is lost.
+				refuseWriteTxnMarkers(dst)
+				adds := int64(0)
+				dst.Fake().ControlKey(int16(kmsg.AddPartitionsToTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+					dst.Fake().KeepControl()
+					if adds++; adds == tc.killAt {
+						kill()
+						dst.Fake().DropControl()
+					}
+					return nil, nil, false
+				})
+			}
+			run := startMirrorClients(ctx, t, src.Client(t), dc, "resume", 1, true)
 			run.wg.Wait()
 			if err := run.errs[0]; err != nil {
 				t.Fatal(err)

@@ -137,9 +137,16 @@ func (p *planner) fill(to int64) {
 	if end := min(to, p.alignTo); p.next < end {
 		p.add(write{kind: writeFiller, n: end - p.next})
 	}
-	if p.next < to {
-		p.add(write{kind: writeGap, n: to - p.next})
+	if p.next >= to {
+		return
 	}
+	if last := len(p.writes) - 1; last >= 0 && p.writes[last].kind == writeGap {
+		// Holes of batches in a row (emptied by the cleaner) are one run of markers.
+		p.writes[last].n += to - p.next
+		p.next = to
+		return
+	}
+	p.add(write{kind: writeGap, n: to - p.next})
 }
 
 func (p *planner) batch(b recordbatch.Batch) error {

@@ -194,6 +194,12 @@ func TestPlanFetch(t *testing.T) {
 			want:    []string{"gap@5+5", "forward@10+1"},
 		},
 		{
+			name:    "holes of batches in a row are one run of markers",
+			next:    0,
+			batches: []recordbatch.Batch{holed(t, 0, 9, 0, -1, 0, 0), emptyBatch(10, 19, 0), emptyBatch(20, 29, 0), data(t, 35, 1)},
+			want:    []string{"run@0+1", "gap@1+34", "forward@35+1"},
+		},
+		{
 			name:  "an answer without batches below the high watermark (tiered storage) fills nothing",
 			next:  5,
 			hw:    40,

@@ -589,3 +589,67 @@ func ClusterID(ctx context.Context, cl *kgo.Client) (string, error) {
 	}
 	return resp.ClusterID, nil
 }
+
+// markerCoordinatorEpoch is the coordinator epoch of every marker the worker writes. The
+// partition rejects a marker with a lower one than it recorded for the producer id
+// (TRANSACTION_COORDINATOR_FENCED); the producer id must be one whose coordinator never
+// writes a marker for it.
+const markerCoordinatorEpoch = 0
+
+// markerRequestTimeout bounds the wait for a WriteTxnMarkers answer.
+const markerRequestTimeout = 40 * time.Second
+
+// WriteMarkers appends n lone markers for p to the partition, at the leader, in one request.
+func (c Cluster) WriteMarkers(ctx context.Context, leader int32, topic string, partition int32, p recordbatch.Producer, commit bool, n int) error {
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = topic, []int32{partition}
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed = p.ID, p.Epoch, commit
+	m.CoordinatorEpoch = markerCoordinatorEpoch
+	m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{mt}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Markers = slices.Repeat([]kmsg.WriteTxnMarkersRequestMarker{m}, n)
+
+	if err := lease.Err(ctx); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Once sent, the answer is awaited even when ctx ends, as for a produce: a session that
+	// returned must have nothing left that can still land.
+	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markerRequestTimeout)
+	defer cancel()
+	kresp, err := c.Client.Broker(int(leader)).Request(reqCtx, req)
+	if err != nil {
+		return err
+	}
+	for _, rm := range kresp.(*kmsg.WriteTxnMarkersResponse).Markers {
+		for _, rt := range rm.Topics {
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return fmt.Errorf("%s write transaction markers to %s[%d]: %w", c.Name, topic, partition, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// SupportsWriteTxnMarkers asks the cluster whether broker answers WriteTxnMarkers (v0 was
+// removed in Kafka 4.0; kgo picks the version).
+func (c Cluster) SupportsWriteTxnMarkers(ctx context.Context, broker int32) (bool, error) {
+	versions, err := c.Admin.ApiVersions(ctx)
+	if err != nil {
+		return false, err
+	}
+	v, ok := versions[broker]
+	if !ok {
+		return false, fmt.Errorf("%s broker %d did not answer ApiVersions", c.Name, broker)
+	}
+	if v.Err != nil {
+		return false, v.Err
+	}
+	_, ok = v.KeyMaxVersion(int16(kmsg.WriteTxnMarkers))
+	return ok, nil
+}

@@ -157,15 +157,18 @@ func lastOffset(b []byte) int64 {
 	return int64(binary.BigEndian.Uint64(b)) + int64(int32(binary.BigEndian.Uint32(b[23:])))
 }
 
-// CreateACLs creates the ACLs b describes and fails the test unless every one was created.
-func (c *Cluster) CreateACLs(t TB, b *kadm.ACLBuilder) {
+// CreateACLs creates the ACLs the builders describe and fails the test unless every one
+// was created.
+func (c *Cluster) CreateACLs(t TB, acls ...*kadm.ACLBuilder) {
 	t.Helper()
-	res, err := c.Admin(t).CreateACLs(context.Background(), b)
-	for i := 0; err == nil && i < len(res); i++ {
-		err = res[i].Err
-	}
-	if err != nil {
-		t.Fatalf("creating ACLs: %v", err)
+	for _, b := range acls {
+		res, err := c.Admin(t).CreateACLs(context.Background(), b)
+		for i := 0; err == nil && i < len(res); i++ {
+			err = res[i].Err
+		}
+		if err != nil {
+			t.Fatalf("creating ACLs: %v", err)
+		}
 	}
 }
 

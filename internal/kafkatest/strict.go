@@ -67,7 +67,8 @@ type strict struct {
 	closed  chan struct{}  // closed by close: held markers go out at once
 	wg      sync.WaitGroup // deferred EndTxns in flight or scheduled
 	errs    []error
-	faults  []*kfake.FaultHandle // one-request faults of the previous Produce
+	faults  []*kfake.FaultHandle       // one-request faults of the previous Produce
+	markers map[markerKey]markerEpochs // the last WriteTxnMarkers marker of each producer id, per partition
 }
 
 // pendingTxn is a transactional id whose EndTxn is being looked at or was
@@ -89,6 +90,7 @@ func newStrict(c *Cluster) (*strict, error) {
 		gate:    c.cfg.markerGate,
 		pending: make(map[string]*pendingTxn),
 		closed:  make(chan struct{}),
+		markers: make(map[markerKey]markerEpochs),
 	}
 	var err error
 	if s.end5, err = kgo.NewClient(c.ClientOpts()...); err != nil {
@@ -106,6 +108,7 @@ func newStrict(c *Cluster) (*strict, error) {
 	s.fake.ControlKey(int16(kmsg.InitProducerID), s.initProducerID)
 	s.fake.ControlKey(int16(kmsg.Produce), s.produce)
 	s.fake.ControlKey(int16(kmsg.DescribeTransactions), s.describeTransactions)
+	s.fake.ControlKey(int16(kmsg.WriteTxnMarkers), s.writeTxnMarkers)
 	return s, nil
 }
 

@@ -306,6 +306,46 @@ func TestStrictLoneAbortMarker(t *testing.T) {
 	}
 }
 
+// WriteTxnMarkers as a broker checks it: a marker whose producer epoch or coordinator epoch
+// is below the last one of its producer id on the partition is refused and not written;
+// markers at the same epochs are written again and again.
+func TestStrictWriteTxnMarkersEpochs(t *testing.T) {
+	c := New(t)
+	c.CreateTopic(t, "t", 1, nil)
+	cl := c.Client(t)
+	ctx := testCtx(t)
+	write := func(epoch int16, coordinatorEpoch int32) error {
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch = 7, epoch, coordinatorEpoch
+		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		mt.Topic, mt.Partitions = "t", []int32{0}
+		m.Topics = append(m.Topics, mt)
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		req.Markers = []kmsg.WriteTxnMarkersRequestMarker{m, m}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.Markers[0].Topics[0].Partitions[0].ErrorCode)
+	}
+	for _, tc := range []struct {
+		epoch            int16
+		coordinatorEpoch int32
+		want             error
+	}{
+		{3, 2, nil},
+		{3, 2, nil},
+		{2, 2, kerr.InvalidProducerEpoch},
+		{4, 1, kerr.TransactionCoordinatorFenced},
+		{4, 2, nil},
+	} {
+		if err := write(tc.epoch, tc.coordinatorEpoch); !errors.Is(err, tc.want) && err != tc.want {
+			t.Fatalf("markers at epoch %d, coordinator epoch %d: %v, want %v", tc.epoch, tc.coordinatorEpoch, err, tc.want)
+		}
+	}
+	waitOffsets(t, cl, "t", 0, offsets{0, 6, 6})
+}
+
 func TestLenientMarkersAreSynchronous(t *testing.T) {
 	c := New(t, Lenient())
 	c.CreateTopic(t, "t", 1, nil)

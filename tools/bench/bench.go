@@ -687,27 +687,67 @@ func (b *bench) workerMemory() (liveHeap, rss float64) {
 
 // workerMetric is the value of an unlabelled metric of the worker's /metrics.
 func (b *bench) workerMetric(name string) float64 {
+	v, ok := b.workerSeries(name)
+	if !ok {
+		b.r.Fatalf("the worker's /metrics has no %s", name)
+	}
+	return v
+}
+
+// workerSeries is the value of one series of the worker's /metrics (a name with its labels,
+// as the worker writes them), and whether it has it.
+func (b *bench) workerSeries(series string) (float64, bool) {
 	resp, err := http.Get(b.worker.URL + "/metrics")
 	b.r.check(err, "reading the worker's metrics")
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
-			b.r.check(err, "reading "+name)
-			return f
+			b.r.check(err, "reading "+series)
+			return f, true
 		}
 	}
 	b.r.check(sc.Err(), "reading the worker's metrics")
-	b.r.Fatalf("the worker's /metrics has no %s", name)
-	return 0
+	return 0, false
 }
 
 // compactedHoles writes a compacted topic in which the cleaner removes nine of every ten
-// offsets, then mirrors it: every removed offset is a hole the worker fills.
+// offsets, then mirrors it: every removed offset is a hole the worker fills. A second topic
+// holds one long run of holes (a key overwritten o.holeRun times).
 func (b *bench) compactedHoles(res *result) {
-	const topic = "compacted"
+	var recs []*kgo.Record
+	for i := range b.o.compacted {
+		key := fmt.Sprintf("dup-%d", i%50)
+		if i%10 == 0 {
+			key = fmt.Sprintf("unique-%d", i)
+		}
+		recs = append(recs, &kgo.Record{Key: []byte(key), Value: []byte("v")})
+	}
+	t, offsets, holes := b.mirrorCompacted("compacted", recs)
+	res.set("compacted.offsets", float64(offsets))
+	res.set("compacted.holes", float64(holes))
+	res.set("compacted.rate", float64(offsets)/t.last.Sub(t.created).Seconds())
+	res.set("compacted.copy_rate", float64(offsets)/t.last.Sub(t.first).Seconds())
+
+	recs = []*kgo.Record{{Key: []byte("first"), Value: []byte("v")}}
+	for range b.o.holeRun {
+		recs = append(recs, &kgo.Record{Key: []byte("overwritten"), Value: []byte("v")})
+	}
+	t, offsets, _ = b.mirrorCompacted("hole-run", recs)
+	res.set("holerun.offsets", float64(offsets))
+	res.set("holerun.rate", float64(offsets)/t.last.Sub(t.first).Seconds())
+	for _, method := range []string{"write_txn_markers", "end_txn"} {
+		n, _ := b.workerSeries(`kafkamirror_lone_markers_total{method="` + method + `"}`)
+		res.set("markers."+method, n)
+	}
+}
+
+// mirrorCompacted writes recs to a new compacted topic of one partition, has the source's
+// cleaner remove what it can, and mirrors the topic; it returns when the copy happened, and
+// the offsets and holes copied.
+func (b *bench) mirrorCompacted(topic string, recs []*kgo.Record) (t copyTimes, offsets, holes int64) {
 	configs := map[string]*string{
 		"cleanup.policy":            kadm.StringPtr("compact"),
 		"segment.ms":                kadm.StringPtr("100"),
@@ -716,25 +756,17 @@ func (b *bench) compactedHoles(res *result) {
 	}
 	b.createTopic(b.sadm, topic, 1, configs)
 	prod, _ := b.client(b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<10))
-	var recs []*kgo.Record
-	for i := range b.o.compacted {
-		key := fmt.Sprintf("dup-%d", i%50)
-		if i%10 == 0 {
-			key = fmt.Sprintf("unique-%d", i)
-		}
-		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte("v")})
+	for _, r := range recs {
+		r.Topic = topic
 	}
-	b.r.check(prod.ProduceSync(b.ctx(), recs...).FirstErr(), "writing the compacted topic")
+	b.r.check(prod.ProduceSync(b.ctx(), recs...).FirstErr(), "writing "+topic)
 	live := b.waitCompacted(prod, topic)
 	want := b.endOffsets(b.src, topic)
-	holes := sum(want) - live
 	// The destination's cleaner must not run while the mirror writes (the logs would differ
 	// for a while); the worker creates the topic with the source's configs.
-	t := b.watchCopy(topic, want, b.startMirror(topic))
-	res.set("compacted.offsets", float64(sum(want)))
-	res.set("compacted.holes", float64(holes))
-	res.set("compacted.rate", float64(sum(want))/t.last.Sub(t.created).Seconds())
+	t = b.watchCopy(topic, want, b.startMirror(topic))
 	b.pause(topic)
+	return t, sum(want), sum(want) - live
 }
 
 // waitCompacted makes the source's cleaner run until fewer than half the offsets hold a

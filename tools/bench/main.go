@@ -39,6 +39,7 @@ type options struct {
 	samples        int
 	busyFor        time.Duration
 	compacted      int
+	holeRun        int
 	headOffset     int64
 	waitLimit      time.Duration
 	only           map[string]bool
@@ -64,6 +65,7 @@ func main() {
 	flag.IntVar(&o.samples, "samples", 20, "records written to idle partitions for the pickup latency")
 	flag.DurationVar(&o.busyFor, "busy-for", 10*time.Second, "how long the busy partition is written beside 7 idle ones")
 	flag.IntVar(&o.compacted, "compacted-records", 2000, "records written to the compacted topic before the cleaner runs")
+	flag.IntVar(&o.holeRun, "hole-run", 100_000, "holes in a row in the second compacted topic (one key overwritten so often)")
 	flag.Int64Var(&o.headOffset, "head-offset", 10_000_000, "source log start offset for head alignment")
 	flag.DurationVar(&o.waitLimit, "wait", 5*time.Minute, "longest wait for one measurement")
 	var only string
@@ -202,6 +204,9 @@ var figureRows = []row{
 	{"one busy + 7 idle: p50 (ms)", "", "busy", formatted("%.0f", "busy.p50")},
 	{"idle pickups not seen within the wait", "", "idle", formatted("%.0f", "idle.missing")},
 	{"compacted topic: offsets / holes", "", "compacted", formatted("%.0f / %.0f", "compacted.offsets", "compacted.holes")},
+	{"compacted topic: offsets per second from the first copied (no start-up)", "", "compacted", formatted("%.0f", "compacted.copy_rate")},
+	{"one run of holes: offsets per second from the first copied / offsets", "", "compacted", formatted("%.0f / %.0f", "holerun.rate", "holerun.offsets")},
+	{"lone markers written with WriteTxnMarkers / with EndTxn (both topics)", "", "compacted", formatted("%.0f / %.0f", "markers.write_txn_markers", "markers.end_txn")},
 	{"worker memory per mirrored partition: live heap / RSS (bytes)", "", "memory", formatted("%.0f / %.0f", "memory.heap", "memory.rss")},
 }
 
