@@ -72,7 +72,8 @@ type Engine struct {
 	mu      sync.Mutex
 	sources map[string]*kgo.Client // by mirror name
 	runners map[partitionKey]*runner
-	syncers map[string]*syncer // by mirror name
+	syncers map[string]*syncer                          // by mirror name
+	looks   map[partitionKey]*rounds[int32, *topicLook] // PREPARING's looks, by mirror and topic (partition 0)
 	// storeDown is why the destination did not answer a command's check of __mirror_state
 	// at storeDownAt; empty when it answered.
 	storeDown   string
@@ -128,7 +129,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, dst: newCluster("destination", cfg.Destination), dstID: dstID, store: store,
 		ctx: runCtx, cancel: cancel, sources: map[string]*kgo.Client{}, runners: map[partitionKey]*runner{},
-		syncers: map[string]*syncer{}, place: newPlacement(),
+		syncers: map[string]*syncer{}, looks: map[partitionKey]*rounds[int32, *topicLook]{}, place: newPlacement(),
 	}
 	for _, m := range store.Mirrors() {
 		e.startSyncer(m.Name)

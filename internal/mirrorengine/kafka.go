@@ -248,30 +248,60 @@ func (c cluster) offsets(ctx context.Context, topic string, partition int32) (st
 	return start, end, nil
 }
 
-// listOffset asks the partition's leader (kgo routes ListOffsets there) for one offset of
-// one partition: -2 its log start, -1 its end. It lists no other partition of the topic: a
-// hole's marker is awaited with one small request, however many partitions the topic has.
+// listOffset asks the partition's leader for one offset of one partition: -2 its log
+// start, -1 its end. It lists no other partition of the topic: a hole's marker is awaited
+// with one small request, however many partitions the topic has.
 func (c cluster) listOffset(ctx context.Context, topic string, partition int32, timestamp int64) (int64, error) {
+	got := c.listOffsets(ctx, topic, []int32{partition}, timestamp)[partition]
+	return got.offset, got.err
+}
+
+// listedOffset is one partition's answer to listOffsets.
+type listedOffset struct {
+	offset int64
+	err    error
+}
+
+// listOffsets asks for one offset (-2 log start, -1 end) of each of a topic's partitions
+// ps, in one request per partition leader (kgo splits ListOffsets by leader). Every
+// partition of ps gets an answer or an error of its own.
+func (c cluster) listOffsets(ctx context.Context, topic string, ps []int32, timestamp int64) map[int32]listedOffset {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = partition, timestamp, -1
-	rt.Partitions = append(rt.Partitions, rp)
+	for _, p := range ps {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, timestamp, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.cl)
-	if err != nil {
-		return 0, err
+	out := make(map[int32]listedOffset, len(ps))
+	for _, shard := range c.cl.RequestSharded(ctx, req) {
+		if shard.Err != nil {
+			for _, t := range shard.Req.(*kmsg.ListOffsetsRequest).Topics {
+				for _, p := range t.Partitions {
+					out[p.Partition] = listedOffset{err: authErr(c.name, "list offsets of "+topic, shard.Err)}
+				}
+			}
+			continue
+		}
+		for _, t := range shard.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					out[p.Partition] = listedOffset{err: authErr(c.name, "list offsets of "+topic, err)}
+					continue
+				}
+				out[p.Partition] = listedOffset{offset: p.Offset}
+			}
+		}
 	}
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return 0, fmt.Errorf("%s %s[%d]: no offsets returned", c.name, topic, partition)
+	for _, p := range ps {
+		if _, ok := out[p]; !ok {
+			out[p] = listedOffset{err: fmt.Errorf("%s %s[%d]: no offsets returned", c.name, topic, p)}
+		}
 	}
-	p := resp.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		return 0, authErr(c.name, "list offsets of "+topic, err)
-	}
-	return p.Offset, nil
+	return out
 }
 
 // deleteRecords moves the partition's log start to offset.

@@ -1,10 +1,14 @@
 package mirrorengine
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -14,43 +18,18 @@ import (
 // decide whether the destination may be continued from its end: it must be a prefix of the
 // source (empty at a first start; a restart, a failback, or a partition whose state record
 // was lost continues wherever the destination ends). A destination that diverged is left to
-// the topic's divergence policy.
+// the topic's divergence policy. What it reads of the topic is read once for all its
+// partitions that prepare at the same time (lookAt).
 func (r *runner) prepare(ctx context.Context) error {
 	e, k := r.e, r.key
-	rec, ok := e.store.Mirror(k.mirror)
-	if !ok {
-		return permanent(fmt.Errorf("cluster mirror %q no longer exists", k.mirror))
-	}
-	srcCl, err := e.source(k.mirror)
+	look, err := e.lookAt(ctx, k)
 	if err != nil {
 		return err
 	}
-	src := newCluster("source", srcCl)
-	id, err := clusterID(ctx, srcCl)
-	if err != nil {
-		return fmt.Errorf("reaching the source cluster: %w", err)
+	if look.err != nil {
+		return look.err
 	}
-	if id != rec.SourceClusterID {
-		return permanent(fmt.Errorf("%s: the source cluster now reports cluster id %q, but mirror %q is bound to %q; recreate the mirror if the source really moved",
-			CodeSourceClusterIDMismatch, id, k.mirror, rec.SourceClusterID))
-	}
-	smeta, err := src.metadata(ctx, k.topic, k.partition)
-	if err != nil {
-		var unknown *UnknownTopicError
-		if errors.As(err, &unknown) {
-			return permanent(fmt.Errorf("source topic %q was deleted", k.topic))
-		}
-		return err
-	}
-	if err := e.checkSourceTopicID(ctx, k.topic, smeta.id); err != nil {
-		return err
-	}
-	// The start command created the topic; PREPARING creates it again only when it
-	// vanished since, and leaves the record of its configs to the next start.
-	if _, err := e.ensureDestinationTopic(ctx, src, k.mirror, k.topic, smeta.partitions); err != nil {
-		return err
-	}
-	d, err := e.checkDestination(ctx, k, src)
+	d, err := e.judge(ctx, k, look.src, look.other, look.dst[k.partition], look.srcOffsets[k.partition])
 	if err != nil || d == nil {
 		return err
 	}
@@ -62,6 +41,112 @@ func (r *runner) prepare(ctx context.Context) error {
 	return permanent(fmt.Errorf("%s; divergence policy \"fail\" keeps them: divergence = \"recreate\" would discard %d records and copy the source again", d, d.records()))
 }
 
+// topicLook is what PREPARING reads of one mirrored topic for the partitions that asked:
+// the source checked, the destination topic ensured, the source's mirror state, and both
+// logs' offsets. err is the failure of every partition.
+type topicLook struct {
+	src             cluster
+	other           *mirrorstate.Store
+	dst, srcOffsets map[int32]partitionOffsets
+	err             error
+}
+
+// partitionOffsets is a partition's log start and end, or why they could not be listed.
+type partitionOffsets struct {
+	start, end listedOffset
+}
+
+// lookAt returns a look at k's topic that began after this call: partitions that prepare
+// together (a started topic's) share one, a few requests for the whole topic instead of a
+// dozen per partition.
+func (e *Engine) lookAt(ctx context.Context, k partitionKey) (*topicLook, error) {
+	key := partitionKey{mirror: k.mirror, topic: k.topic}
+	e.mu.Lock()
+	rs := e.looks[key]
+	if rs == nil {
+		rs = &rounds[int32, *topicLook]{
+			run: func(ps []int32) *topicLook { return e.look(e.ctx, key.mirror, key.topic, ps) },
+			// Close waits for a round under way: it may open the source client. The asker
+			// is a runner, so the wait group is above zero here.
+			spawn: func(f func()) {
+				e.wg.Add(1)
+				go func() {
+					defer e.wg.Done()
+					f()
+				}()
+			},
+		}
+		e.looks[key] = rs
+	}
+	e.mu.Unlock()
+	return rs.ask(ctx, k.partition)
+}
+
+// look reads what prepare needs of a topic's partitions ps, in the order a single
+// partition's PREPARING always read it: the source's identity, the destination topic, the
+// source's mirror state, then the destination's offsets before the source's (so that a
+// prefix of the source is not taken for a divergence while the source grows).
+func (e *Engine) look(ctx context.Context, mirror, topic string, ps []int32) *topicLook {
+	l := &topicLook{}
+	rec, ok := e.store.Mirror(mirror)
+	if !ok {
+		l.err = permanent(fmt.Errorf("cluster mirror %q no longer exists", mirror))
+		return l
+	}
+	srcCl, err := e.source(mirror)
+	if err != nil {
+		l.err = err
+		return l
+	}
+	l.src = newCluster("source", srcCl)
+	id, err := clusterID(ctx, srcCl)
+	if err != nil {
+		l.err = fmt.Errorf("reaching the source cluster: %w", err)
+		return l
+	}
+	if id != rec.SourceClusterID {
+		l.err = permanent(fmt.Errorf("%s: the source cluster now reports cluster id %q, but mirror %q is bound to %q; recreate the mirror if the source really moved",
+			CodeSourceClusterIDMismatch, id, mirror, rec.SourceClusterID))
+		return l
+	}
+	smeta, err := l.src.metadata(ctx, topic, ps[0])
+	if err != nil {
+		var unknown *UnknownTopicError
+		if errors.As(err, &unknown) {
+			err = permanent(fmt.Errorf("source topic %q was deleted", topic))
+		}
+		l.err = err
+		return l
+	}
+	if err := e.checkSourceTopicID(ctx, topic, smeta.id); err != nil {
+		l.err = err
+		return l
+	}
+	// The start command created the topic; PREPARING creates it again only when it
+	// vanished since, and leaves the record of its configs to the next start.
+	if _, err := e.ensureDestinationTopic(ctx, l.src, mirror, topic, smeta.partitions); err != nil {
+		l.err = err
+		return l
+	}
+	if l.other, err = mirrorstate.ReadStore(ctx, l.src.cl, e.cfg.Store); err != nil {
+		l.err = fmt.Errorf("reading the source cluster's %s: %w", storeTopic(e.cfg.Store), err)
+		return l
+	}
+	l.dst = logOffsets(ctx, e.dst, topic, ps)
+	l.srcOffsets = logOffsets(ctx, l.src, topic, ps)
+	return l
+}
+
+// logOffsets lists the log start and end of a topic's partitions ps.
+func logOffsets(ctx context.Context, c cluster, topic string, ps []int32) map[int32]partitionOffsets {
+	starts, ends := c.listOffsets(ctx, topic, ps, -2), c.listOffsets(ctx, topic, ps, -1)
+	out := make(map[int32]partitionOffsets, len(ps))
+	for _, p := range ps {
+		out[p] = partitionOffsets{starts[p], ends[p]}
+	}
+	return out
+}
+
 // checkDestination returns how the destination partition diverged from its source, or nil
 // when it is a prefix of the source that mirroring may continue from its end. It fails while
 // the source cluster still mirrors the topic from this one.
@@ -70,13 +155,23 @@ func (e *Engine) checkDestination(ctx context.Context, k partitionKey, src clust
 	if err != nil {
 		return nil, fmt.Errorf("reading the source cluster's %s: %w", storeTopic(e.cfg.Store), err)
 	}
+	ps := []int32{k.partition}
+	dst := logOffsets(ctx, e.dst, k.topic, ps)[k.partition]
+	return e.judge(ctx, k, src, other, dst, logOffsets(ctx, src, k.topic, ps)[k.partition])
+}
+
+// judge is checkDestination on what was read: other, the source cluster's mirror state, and
+// both logs' offsets.
+func (e *Engine) judge(ctx context.Context, k partitionKey, src cluster, other *mirrorstate.Store, dst, srcOffsets partitionOffsets) (*divergence, error) {
 	if m := mirroringFromUs(other, k.topic, k.partition, e.dstID); m != "" {
 		return nil, fmt.Errorf("the source cluster still mirrors topic %q from this cluster (its mirror %q is not stopped); stop it there first", k.topic, m)
 	}
-	dstStart, dstEnd, err := e.dst.offsets(ctx, k.topic, k.partition)
-	if err != nil {
-		return nil, err
+	for _, o := range []listedOffset{dst.start, dst.end, srcOffsets.start, srcOffsets.end} {
+		if o.err != nil {
+			return nil, o.err
+		}
 	}
+	dstStart, dstEnd := dst.start.offset, dst.end.offset
 	if dstEnd > dstStart {
 		if open, err := e.foreignOpenTransaction(ctx, k.topic, k.partition, dstEnd); err != nil || open != nil {
 			if err == nil {
@@ -85,16 +180,66 @@ func (e *Engine) checkDestination(ctx context.Context, k partitionKey, src clust
 			return nil, err
 		}
 	}
-	srcStart, srcEnd, err := src.offsets(ctx, k.topic, k.partition)
-	if err != nil {
-		return nil, err
-	}
 	probe := partitionProbe{ctx: ctx, src: src, dst: e.dst, topic: k.topic, partition: k.partition}
-	d, err := judgeDestination(logRange{srcStart, srcEnd}, logRange{dstStart, dstEnd}, probe)
+	d, err := judgeDestination(logRange{srcOffsets.start.offset, srcOffsets.end.offset}, logRange{dstStart, dstEnd}, probe)
 	if d != nil {
 		d.topic, d.partition = k.topic, k.partition
 	}
 	return d, err
+}
+
+// rounds answers requests for keys in rounds: a round begins when the one before it ended
+// and answers every key asked meanwhile, so that each answer was read after it was asked.
+type rounds[K cmp.Ordered, R any] struct {
+	run   func(keys []K) R
+	spawn func(func()) // runs the rounds' loop in a goroutine
+
+	mu      sync.Mutex
+	next    *round[K, R] // gathering keys
+	running bool
+}
+
+type round[K cmp.Ordered, R any] struct {
+	keys map[K]struct{}
+	done chan struct{} // closed once out is set
+	out  R
+}
+
+// ask returns the answer of a round that began after the call, or ctx's end.
+func (rs *rounds[K, R]) ask(ctx context.Context, k K) (R, error) {
+	rs.mu.Lock()
+	if rs.next == nil {
+		rs.next = &round[K, R]{keys: map[K]struct{}{}, done: make(chan struct{})}
+	}
+	r := rs.next
+	r.keys[k] = struct{}{}
+	if !rs.running {
+		rs.running = true
+		rs.spawn(rs.loop)
+	}
+	rs.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.out, nil
+	case <-ctx.Done():
+		var zero R
+		return zero, context.Cause(ctx)
+	}
+}
+
+func (rs *rounds[K, R]) loop() {
+	for {
+		rs.mu.Lock()
+		r := rs.next
+		rs.next = nil
+		rs.running = r != nil
+		rs.mu.Unlock()
+		if r == nil {
+			return
+		}
+		r.out = rs.run(slices.Sorted(maps.Keys(r.keys)))
+		close(r.done)
+	}
 }
 
 // mirroringFromUs returns the name of a mirror in another cluster's store that still
