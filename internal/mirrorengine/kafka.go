@@ -237,23 +237,36 @@ func (c cluster) epochEnd(ctx context.Context, meta topicMeta, topic string, par
 	return p.EndOffset, nil
 }
 
-// offsets returns a partition's log start and high watermark (read_uncommitted end).
+// offsets returns a partition's log start and high watermark (read_uncommitted end). The
+// partitions that ask at the same time on one client share the requests (offsetRounds): a
+// topic of 1,000 partitions whose sessions start together lists them in a few requests.
 func (c cluster) offsets(ctx context.Context, topic string, partition int32) (start, end int64, err error) {
-	if start, err = c.listOffset(ctx, topic, partition, -2); err != nil {
+	tp := topicPartition{topic, partition}
+	got, err := offsetRounds.of(c).ask(ctx, tp)
+	if err != nil {
 		return 0, 0, err
 	}
-	if end, err = c.listOffset(ctx, topic, partition, -1); err != nil {
-		return 0, 0, err
+	o := got[tp]
+	for _, l := range []listedOffset{o.start, o.end} {
+		if l.err != nil {
+			return 0, 0, l.err
+		}
 	}
-	return start, end, nil
+	return o.start.offset, o.end.offset, nil
 }
 
 // listOffset asks the partition's leader for one offset of one partition: -2 its log
 // start, -1 its end. It lists no other partition of the topic: a hole's marker is awaited
 // with one small request, however many partitions the topic has.
 func (c cluster) listOffset(ctx context.Context, topic string, partition int32, timestamp int64) (int64, error) {
-	got := c.listOffsets(ctx, topic, []int32{partition}, timestamp)[partition]
+	tp := topicPartition{topic, partition}
+	got := c.listOffsets(ctx, []topicPartition{tp}, timestamp)[tp]
 	return got.offset, got.err
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
 }
 
 // listedOffset is one partition's answer to listOffsets.
@@ -262,43 +275,64 @@ type listedOffset struct {
 	err    error
 }
 
-// listOffsets asks for one offset (-2 log start, -1 end) of each of a topic's partitions
-// ps, in one request per partition leader (kgo splits ListOffsets by leader). Every
-// partition of ps gets an answer or an error of its own.
-func (c cluster) listOffsets(ctx context.Context, topic string, ps []int32, timestamp int64) map[int32]listedOffset {
+// partitionOffsets is a partition's log start and end, or why they could not be listed.
+type partitionOffsets struct {
+	start, end listedOffset
+}
+
+// logOffsets lists the log start and end of partitions tps.
+func (c cluster) logOffsets(ctx context.Context, tps []topicPartition) map[topicPartition]partitionOffsets {
+	starts, ends := c.listOffsets(ctx, tps, -2), c.listOffsets(ctx, tps, -1)
+	out := make(map[topicPartition]partitionOffsets, len(tps))
+	for _, tp := range tps {
+		out[tp] = partitionOffsets{starts[tp], ends[tp]}
+	}
+	return out
+}
+
+// listOffsets asks for one offset (-2 log start, -1 end) of each of partitions tps, in one
+// request per partition leader (kgo splits ListOffsets by leader). Every partition of tps
+// gets an answer or an error of its own.
+func (c cluster) listOffsets(ctx context.Context, tps []topicPartition, timestamp int64) map[topicPartition]listedOffset {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	for _, p := range ps {
+	byTopic := map[string]int{}
+	for _, tp := range tps {
+		i, ok := byTopic[tp.topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.topic] = i
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = tp.topic
+			req.Topics = append(req.Topics, rt)
+		}
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, timestamp, -1
-		rt.Partitions = append(rt.Partitions, rp)
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = tp.partition, timestamp, -1
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	req.Topics = append(req.Topics, rt)
-	out := make(map[int32]listedOffset, len(ps))
+	out := make(map[topicPartition]listedOffset, len(tps))
 	for _, shard := range c.cl.RequestSharded(ctx, req) {
 		if shard.Err != nil {
 			for _, t := range shard.Req.(*kmsg.ListOffsetsRequest).Topics {
 				for _, p := range t.Partitions {
-					out[p.Partition] = listedOffset{err: authErr(c.name, "list offsets of "+topic, shard.Err)}
+					out[topicPartition{t.Topic, p.Partition}] = listedOffset{err: authErr(c.name, "list offsets of "+t.Topic, shard.Err)}
 				}
 			}
 			continue
 		}
 		for _, t := range shard.Resp.(*kmsg.ListOffsetsResponse).Topics {
 			for _, p := range t.Partitions {
+				o := listedOffset{offset: p.Offset}
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					out[p.Partition] = listedOffset{err: authErr(c.name, "list offsets of "+topic, err)}
-					continue
+					o = listedOffset{err: authErr(c.name, "list offsets of "+t.Topic, err)}
 				}
-				out[p.Partition] = listedOffset{offset: p.Offset}
+				out[topicPartition{t.Topic, p.Partition}] = o
 			}
 		}
 	}
-	for _, p := range ps {
-		if _, ok := out[p]; !ok {
-			out[p] = listedOffset{err: fmt.Errorf("%s %s[%d]: no offsets returned", c.name, topic, p)}
+	for _, tp := range tps {
+		if _, ok := out[tp]; !ok {
+			out[tp] = listedOffset{err: fmt.Errorf("%s %s[%d]: no offsets returned", c.name, tp.topic, tp.partition)}
 		}
 	}
 	return out

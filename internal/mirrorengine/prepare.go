@@ -1,14 +1,10 @@
 package mirrorengine
 
 import (
-	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"sync"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -29,7 +25,8 @@ func (r *runner) prepare(ctx context.Context) error {
 	if look.err != nil {
 		return look.err
 	}
-	d, err := e.judge(ctx, k, look.src, look.other, look.dst[k.partition], look.srcOffsets[k.partition])
+	tp := topicPartition{k.topic, k.partition}
+	d, err := e.judge(ctx, k, look.src, look.other, look.dst[tp], look.srcOffsets[tp])
 	if err != nil || d == nil {
 		return err
 	}
@@ -47,13 +44,8 @@ func (r *runner) prepare(ctx context.Context) error {
 type topicLook struct {
 	src             cluster
 	other           *mirrorstate.Store
-	dst, srcOffsets map[int32]partitionOffsets
+	dst, srcOffsets map[topicPartition]partitionOffsets
 	err             error
-}
-
-// partitionOffsets is a partition's log start and end, or why they could not be listed.
-type partitionOffsets struct {
-	start, end listedOffset
 }
 
 // lookAt returns a look at k's topic that began after this call: partitions that prepare
@@ -132,19 +124,13 @@ func (e *Engine) look(ctx context.Context, mirror, topic string, ps []int32) *to
 		l.err = fmt.Errorf("reading the source cluster's %s: %w", storeTopic(e.cfg.Store), err)
 		return l
 	}
-	l.dst = logOffsets(ctx, e.dst, topic, ps)
-	l.srcOffsets = logOffsets(ctx, l.src, topic, ps)
-	return l
-}
-
-// logOffsets lists the log start and end of a topic's partitions ps.
-func logOffsets(ctx context.Context, c cluster, topic string, ps []int32) map[int32]partitionOffsets {
-	starts, ends := c.listOffsets(ctx, topic, ps, -2), c.listOffsets(ctx, topic, ps, -1)
-	out := make(map[int32]partitionOffsets, len(ps))
-	for _, p := range ps {
-		out[p] = partitionOffsets{starts[p], ends[p]}
+	tps := make([]topicPartition, len(ps))
+	for i, p := range ps {
+		tps[i] = topicPartition{topic, p}
 	}
-	return out
+	l.dst = e.dst.logOffsets(ctx, tps)
+	l.srcOffsets = l.src.logOffsets(ctx, tps)
+	return l
 }
 
 // checkDestination returns how the destination partition diverged from its source, or nil
@@ -155,9 +141,9 @@ func (e *Engine) checkDestination(ctx context.Context, k partitionKey, src clust
 	if err != nil {
 		return nil, fmt.Errorf("reading the source cluster's %s: %w", storeTopic(e.cfg.Store), err)
 	}
-	ps := []int32{k.partition}
-	dst := logOffsets(ctx, e.dst, k.topic, ps)[k.partition]
-	return e.judge(ctx, k, src, other, dst, logOffsets(ctx, src, k.topic, ps)[k.partition])
+	tps := []topicPartition{{k.topic, k.partition}}
+	dst := e.dst.logOffsets(ctx, tps)[tps[0]]
+	return e.judge(ctx, k, src, other, dst, src.logOffsets(ctx, tps)[tps[0]])
 }
 
 // judge is checkDestination on what was read: other, the source cluster's mirror state, and
@@ -186,60 +172,6 @@ func (e *Engine) judge(ctx context.Context, k partitionKey, src cluster, other *
 		d.topic, d.partition = k.topic, k.partition
 	}
 	return d, err
-}
-
-// rounds answers requests for keys in rounds: a round begins when the one before it ended
-// and answers every key asked meanwhile, so that each answer was read after it was asked.
-type rounds[K cmp.Ordered, R any] struct {
-	run   func(keys []K) R
-	spawn func(func()) // runs the rounds' loop in a goroutine
-
-	mu      sync.Mutex
-	next    *round[K, R] // gathering keys
-	running bool
-}
-
-type round[K cmp.Ordered, R any] struct {
-	keys map[K]struct{}
-	done chan struct{} // closed once out is set
-	out  R
-}
-
-// ask returns the answer of a round that began after the call, or ctx's end.
-func (rs *rounds[K, R]) ask(ctx context.Context, k K) (R, error) {
-	rs.mu.Lock()
-	if rs.next == nil {
-		rs.next = &round[K, R]{keys: map[K]struct{}{}, done: make(chan struct{})}
-	}
-	r := rs.next
-	r.keys[k] = struct{}{}
-	if !rs.running {
-		rs.running = true
-		rs.spawn(rs.loop)
-	}
-	rs.mu.Unlock()
-	select {
-	case <-r.done:
-		return r.out, nil
-	case <-ctx.Done():
-		var zero R
-		return zero, context.Cause(ctx)
-	}
-}
-
-func (rs *rounds[K, R]) loop() {
-	for {
-		rs.mu.Lock()
-		r := rs.next
-		rs.next = nil
-		rs.running = r != nil
-		rs.mu.Unlock()
-		if r == nil {
-			return
-		}
-		r.out = rs.run(slices.Sorted(maps.Keys(r.keys)))
-		close(r.done)
-	}
 }
 
 // mirroringFromUs returns the name of a mirror in another cluster's store that still

@@ -1,0 +1,111 @@
+package mirrorengine
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// rounds answers requests for keys in rounds: a round begins when the one before it ended
+// and answers every key asked meanwhile, so that each answer was read after it was asked,
+// and many askers at once cost one round, not one each.
+type rounds[K comparable, R any] struct {
+	run   func(keys []K) R
+	spawn func(func()) // runs the rounds' loop in a goroutine
+	idle  func()       // when set, called once no round is due
+
+	mu      sync.Mutex
+	next    *round[K, R] // gathering keys
+	running bool
+}
+
+type round[K comparable, R any] struct {
+	keys map[K]struct{}
+	done chan struct{} // closed once out is set
+	out  R
+}
+
+// ask returns the answer of a round that began after the call, or ctx's end.
+func (rs *rounds[K, R]) ask(ctx context.Context, k K) (R, error) {
+	rs.mu.Lock()
+	if rs.next == nil {
+		rs.next = &round[K, R]{keys: map[K]struct{}{}, done: make(chan struct{})}
+	}
+	r := rs.next
+	r.keys[k] = struct{}{}
+	if !rs.running {
+		rs.running = true
+		rs.spawn(rs.loop)
+	}
+	rs.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.out, nil
+	case <-ctx.Done():
+		var zero R
+		return zero, context.Cause(ctx)
+	}
+}
+
+func (rs *rounds[K, R]) loop() {
+	for {
+		rs.mu.Lock()
+		r := rs.next
+		rs.next = nil
+		rs.running = r != nil
+		rs.mu.Unlock()
+		if r == nil {
+			if rs.idle != nil {
+				rs.idle()
+			}
+			return
+		}
+		r.out = rs.run(slices.Collect(maps.Keys(r.keys)))
+		close(r.done)
+	}
+}
+
+// offsetRounds lists partitions' offsets (cluster.offsets) in rounds, per client; a
+// client's entry lives while rounds are due.
+var offsetRounds = offsetRegistry{m: map[*kgo.Client]*rounds[topicPartition, map[topicPartition]partitionOffsets]{}}
+
+type offsetRegistry struct {
+	mu sync.Mutex
+	m  map[*kgo.Client]*rounds[topicPartition, map[topicPartition]partitionOffsets]
+}
+
+// offsetRoundTimeout bounds one round's requests: its askers may wait less (their own
+// contexts), but a broker that never answers must not hold the round forever.
+const offsetRoundTimeout = time.Minute
+
+func (reg *offsetRegistry) of(c cluster) *rounds[topicPartition, map[topicPartition]partitionOffsets] {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	rs := reg.m[c.cl]
+	if rs != nil {
+		return rs
+	}
+	rs = &rounds[topicPartition, map[topicPartition]partitionOffsets]{
+		run: func(tps []topicPartition) map[topicPartition]partitionOffsets {
+			ctx, cancel := context.WithTimeout(context.Background(), offsetRoundTimeout)
+			defer cancel()
+			return c.logOffsets(ctx, tps)
+		},
+		spawn: func(f func()) { go f() },
+	}
+	rs.idle = func() {
+		reg.mu.Lock()
+		defer reg.mu.Unlock()
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		if !rs.running && reg.m[c.cl] == rs {
+			delete(reg.m, c.cl)
+		}
+	}
+	reg.m[c.cl] = rs
+	return rs
+}
