@@ -237,22 +237,15 @@ func (c cluster) epochEnd(ctx context.Context, meta topicMeta, topic string, par
 	return p.EndOffset, nil
 }
 
-// offsets returns a partition's log start and high watermark (read_uncommitted end). The
-// partitions that ask at the same time on one client share the requests (offsetRounds): a
-// topic of 1,000 partitions whose sessions start together lists them in a few requests.
+// offsets returns a partition's log start and high watermark (read_uncommitted end).
 func (c cluster) offsets(ctx context.Context, topic string, partition int32) (start, end int64, err error) {
-	tp := topicPartition{topic, partition}
-	got, err := offsetRounds.of(c).ask(ctx, tp)
-	if err != nil {
+	if start, err = c.listOffset(ctx, topic, partition, -2); err != nil {
 		return 0, 0, err
 	}
-	o := got[tp]
-	for _, l := range []listedOffset{o.start, o.end} {
-		if l.err != nil {
-			return 0, 0, l.err
-		}
+	if end, err = c.listOffset(ctx, topic, partition, -1); err != nil {
+		return 0, 0, err
 	}
-	return o.start.offset, o.end.offset, nil
+	return start, end, nil
 }
 
 // listOffset asks the partition's leader for one offset of one partition: -2 its log

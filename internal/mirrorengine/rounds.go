@@ -5,9 +5,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // rounds answers requests for keys in rounds: a round begins when the one before it ended
@@ -16,7 +13,6 @@ import (
 type rounds[K comparable, R any] struct {
 	run   func(keys []K) R
 	spawn func(func()) // runs the rounds' loop in a goroutine
-	idle  func()       // when set, called once no round is due
 
 	mu      sync.Mutex
 	next    *round[K, R] // gathering keys
@@ -59,53 +55,9 @@ func (rs *rounds[K, R]) loop() {
 		rs.running = r != nil
 		rs.mu.Unlock()
 		if r == nil {
-			if rs.idle != nil {
-				rs.idle()
-			}
 			return
 		}
 		r.out = rs.run(slices.Collect(maps.Keys(r.keys)))
 		close(r.done)
 	}
-}
-
-// offsetRounds lists partitions' offsets (cluster.offsets) in rounds, per client; a
-// client's entry lives while rounds are due.
-var offsetRounds = offsetRegistry{m: map[*kgo.Client]*rounds[topicPartition, map[topicPartition]partitionOffsets]{}}
-
-type offsetRegistry struct {
-	mu sync.Mutex
-	m  map[*kgo.Client]*rounds[topicPartition, map[topicPartition]partitionOffsets]
-}
-
-// offsetRoundTimeout bounds one round's requests: its askers may wait less (their own
-// contexts), but a broker that never answers must not hold the round forever.
-const offsetRoundTimeout = time.Minute
-
-func (reg *offsetRegistry) of(c cluster) *rounds[topicPartition, map[topicPartition]partitionOffsets] {
-	reg.mu.Lock()
-	defer reg.mu.Unlock()
-	rs := reg.m[c.cl]
-	if rs != nil {
-		return rs
-	}
-	rs = &rounds[topicPartition, map[topicPartition]partitionOffsets]{
-		run: func(tps []topicPartition) map[topicPartition]partitionOffsets {
-			ctx, cancel := context.WithTimeout(context.Background(), offsetRoundTimeout)
-			defer cancel()
-			return c.logOffsets(ctx, tps)
-		},
-		spawn: func(f func()) { go f() },
-	}
-	rs.idle = func() {
-		reg.mu.Lock()
-		defer reg.mu.Unlock()
-		rs.mu.Lock()
-		defer rs.mu.Unlock()
-		if !rs.running && reg.m[c.cl] == rs {
-			delete(reg.m, c.cl)
-		}
-	}
-	reg.m[c.cl] = rs
-	return rs
 }
