@@ -249,30 +249,88 @@ func (c Cluster) Offsets(ctx context.Context, topic string, partition int32) (st
 	return start, end, nil
 }
 
-// ListOffset asks the partition's leader (kgo routes ListOffsets there) for one offset of
-// one partition: -2 its log start, -1 its end. It lists no other partition of the topic: a
-// hole's marker is awaited with one small request, however many partitions the topic has.
+// ListOffset asks the partition's leader for one offset of one partition: -2 its log
+// start, -1 its end. It lists no other partition of the topic: a hole's marker is awaited
+// with one small request, however many partitions the topic has.
 func (c Cluster) ListOffset(ctx context.Context, topic string, partition int32, timestamp int64) (int64, error) {
+	tp := TopicPartition{Topic: topic, Partition: partition}
+	got := c.ListOffsets(ctx, []TopicPartition{tp}, timestamp)[tp]
+	return got.Offset, got.Err
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// ListedOffset is one partition's answer to ListOffsets.
+type ListedOffset struct {
+	Offset int64
+	Err    error
+}
+
+// PartitionOffsets is a partition's log start and end, or why they could not be listed.
+type PartitionOffsets struct {
+	Start, End ListedOffset
+}
+
+// LogOffsets lists the log start and end of partitions tps.
+func (c Cluster) LogOffsets(ctx context.Context, tps []TopicPartition) map[TopicPartition]PartitionOffsets {
+	starts, ends := c.ListOffsets(ctx, tps, -2), c.ListOffsets(ctx, tps, -1)
+	out := make(map[TopicPartition]PartitionOffsets, len(tps))
+	for _, tp := range tps {
+		out[tp] = PartitionOffsets{Start: starts[tp], End: ends[tp]}
+	}
+	return out
+}
+
+// ListOffsets asks for one offset (-2 log start, -1 end) of each of partitions tps, in one
+// request per partition leader (kgo splits ListOffsets by leader). Every partition of tps
+// gets an answer or an error of its own.
+func (c Cluster) ListOffsets(ctx context.Context, tps []TopicPartition, timestamp int64) map[TopicPartition]ListedOffset {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = partition, timestamp, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.Client)
-	if err != nil {
-		return 0, err
+	byTopic := map[string]int{}
+	for _, tp := range tps {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = tp.Topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = tp.Partition, timestamp, -1
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return 0, fmt.Errorf("%s %s[%d]: no offsets returned", c.Name, topic, partition)
+	out := make(map[TopicPartition]ListedOffset, len(tps))
+	for _, shard := range c.Client.RequestSharded(ctx, req) {
+		if shard.Err != nil {
+			for _, t := range shard.Req.(*kmsg.ListOffsetsRequest).Topics {
+				for _, p := range t.Partitions {
+					out[TopicPartition{Topic: t.Topic, Partition: p.Partition}] = ListedOffset{Err: mirrorerr.WrapAuth(c.Name, "list offsets of "+t.Topic, shard.Err)}
+				}
+			}
+			continue
+		}
+		for _, t := range shard.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				o := ListedOffset{Offset: p.Offset}
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					o = ListedOffset{Err: mirrorerr.WrapAuth(c.Name, "list offsets of "+t.Topic, err)}
+				}
+				out[TopicPartition{Topic: t.Topic, Partition: p.Partition}] = o
+			}
+		}
 	}
-	p := resp.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		return 0, mirrorerr.WrapAuth(c.Name, "list offsets of "+topic, err)
+	for _, tp := range tps {
+		if _, ok := out[tp]; !ok {
+			out[tp] = ListedOffset{Err: fmt.Errorf("%s %s[%d]: no offsets returned", c.Name, tp.Topic, tp.Partition)}
+		}
 	}
-	return p.Offset, nil
+	return out
 }
 
 // DeleteRecords moves the partition's log start to offset.

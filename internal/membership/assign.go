@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // claim is one member as the leader sees it in a join: what it holds and what it released.
@@ -31,11 +32,11 @@ type share struct {
 //     triggers the second round;
 //   - a unit nobody holds goes to the member with the fewest units that is below its quota
 //     (ties: member ID), in unit order, so a new topic's partitions spread out; it is Delayed
-//     unless a member reported it released;
+//     unless a member reported it released or quiet says no lease can cover it (nil: none);
 //   - a leaving member gets nothing: what it released goes to the others without delay.
 //
 // Held units no longer in units are simply not given back: their holders stop them.
-func balance(members []claim, units []Unit) map[string]share {
+func balance(members []claim, units []Unit, quiet func(Unit) bool) map[string]share {
 	want := make(map[Unit]struct{}, len(units))
 	for _, u := range units {
 		want[u] = struct{}{}
@@ -111,7 +112,7 @@ func balance(members []claim, units []Unit) map[string]share {
 			break // every member is leaving
 		}
 		owned[best] = append(owned[best], u)
-		if _, ok := released[u]; !ok {
+		if _, ok := released[u]; !ok && (quiet == nil || !quiet(u)) {
 			delayed[best] = append(delayed[best], u)
 		}
 	}
@@ -123,8 +124,9 @@ func balance(members []claim, units []Unit) map[string]share {
 
 // plan is the leader's whole answer to a join: members' metadata in, assignments out.
 // members is the JoinGroup response's list (metadata undecoded); self is the leader's own
-// metadata, whose fingerprint rules when no member holds an assignment yet.
-func plan(members []joinedMember, units []Unit, self memberMetadata) map[string]assignment {
+// metadata, whose fingerprint rules when no member holds an assignment yet; quiet is
+// balance's.
+func plan(members []joinedMember, units []Unit, self memberMetadata, quiet func(Unit) bool) map[string]assignment {
 	slices.SortFunc(members, func(a, b joinedMember) int { return cmp.Compare(a.ID, b.ID) })
 	units = slices.CompactFunc(slices.SortedFunc(slices.Values(units), compareUnits), func(a, b Unit) bool { return a == b })
 	out := make(map[string]assignment, len(members))
@@ -155,7 +157,7 @@ func plan(members []joinedMember, units []Unit, self memberMetadata) map[string]
 	if len(accepted) == 0 {
 		return out
 	}
-	shares := balance(accepted, units)
+	shares := balance(accepted, units, quiet)
 	withheld := int32(len(units))
 	for i := range infos {
 		owned := shares[infos[i].MemberID].Owned
@@ -179,4 +181,75 @@ type joinedMember struct {
 	ID   string
 	meta memberMetadata
 	err  error
+}
+
+// leadership is what a leader remembers of the generations it assigned one after the other
+// (its run), to tell which free units no lease can cover (see doc.go, "Quiet units"). Times
+// are the leader's monotonic clock (Member.now).
+type leadership struct {
+	memberID string
+	gen      int32 // the last generation assigned
+	since    int64 // when the run's first join answer arrived
+	// owned: claimed or given in gen. freed: units owned earlier in the run, with when the
+	// first join answer arrived of a generation in which nobody claimed them; dropped once a
+	// lease old, when since says as much.
+	owned map[Unit]struct{}
+	freed map[Unit]int64
+}
+
+// begin is called by the leader of generation gen, as member memberID, with the join answer
+// that arrived at now. It returns which free units no member can hold a lease on.
+func (l *leadership) begin(memberID string, gen int32, now int64, lease time.Duration, members []joinedMember) func(Unit) bool {
+	if l.owned == nil || memberID != l.memberID || gen != l.gen+1 {
+		// Another leader, or nobody, assigned the generations in between: what they gave
+		// is unknown, so the run starts over.
+		*l = leadership{memberID: memberID, since: now, owned: map[Unit]struct{}{}, freed: map[Unit]int64{}}
+	}
+	l.gen = gen
+	claimed := map[Unit]struct{}{}
+	for _, m := range members {
+		if m.err != nil {
+			// What an unreadable member holds is unknown: this generation and the next
+			// one start over.
+			l.owned = nil
+			return func(Unit) bool { return false }
+		}
+		for _, u := range m.meta.Owned { // refused members' too: they may still write
+			claimed[u] = struct{}{}
+		}
+	}
+	for u := range l.owned {
+		if _, ok := claimed[u]; !ok {
+			l.freed[u] = now
+		}
+	}
+	l.owned = claimed
+	for u, t := range l.freed {
+		if _, ok := claimed[u]; ok || now-t >= int64(lease) {
+			delete(l.freed, u)
+		}
+	}
+	return func(u Unit) bool {
+		if _, ok := claimed[u]; ok {
+			return false
+		}
+		from, ok := l.freed[u]
+		if !ok {
+			from = l.since
+		}
+		return now-from >= int64(lease)
+	}
+}
+
+// given records what the leader's assignment gave.
+func (l *leadership) given(plans map[string]assignment) {
+	if l.owned == nil {
+		return
+	}
+	for _, a := range plans {
+		for _, u := range a.Owned {
+			l.owned[u] = struct{}{}
+			delete(l.freed, u)
+		}
+	}
 }

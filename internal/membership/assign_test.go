@@ -1,11 +1,14 @@
 package membership
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 )
 
 func p(topic string, partition int32) Unit { return Partition("m", topic, partition) }
@@ -90,7 +93,7 @@ func TestBalanceTable(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := balance(c.members, c.units)
+			got := balance(c.members, c.units, nil)
 			for id, s := range got {
 				if len(s.Owned) == 0 {
 					s.Owned = nil
@@ -99,6 +102,113 @@ func TestBalanceTable(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("got  %v\nwant %v", got, c.want)
+			}
+		})
+	}
+}
+
+// The leader gives a free unit without the handover delay only when no lease can cover it
+// (doc.go, "Quiet units"): each case is a run of generations, and the last one's delayed
+// units are checked. The lease is 6s; x leads unless a step names another member id.
+func TestLeadershipQuietUnits(t *testing.T) {
+	const lease = 6 * time.Second
+	a0, a1, a2 := p("a", 0), p("a", 1), p("a", 2)
+	type gen struct {
+		leader string // default "x"
+		gen    int32
+		at     time.Duration
+		claims map[string][]Unit // member → units it holds; every member listed joins
+		bad    []string          // members whose metadata cannot be read
+		other  []string          // members refused for another configuration
+		units  []Unit
+	}
+	cases := []struct {
+		name    string
+		gens    []gen
+		delayed []Unit
+	}{
+		{"the first generation of a run delays every unit",
+			[]gen{{gen: 1, claims: map[string][]Unit{"x": nil}, units: []Unit{a0}}}, []Unit{a0}},
+		{"a new unit less than a lease into the run is delayed", []gen{
+			{gen: 1, claims: map[string][]Unit{"x": nil}, units: []Unit{a0}},
+			{gen: 2, at: lease - time.Millisecond, claims: map[string][]Unit{"x": {a0}}, units: []Unit{a0, a1}},
+		}, []Unit{a1}},
+		{"a new unit a lease into the run starts at once", []gen{
+			{gen: 1, claims: map[string][]Unit{"x": nil}, units: []Unit{a0}},
+			{gen: 2, at: lease, claims: map[string][]Unit{"x": {a0}}, units: []Unit{a0, a1}},
+		}, nil},
+		{"a unit its holder claimed in the last generation is delayed, however long the run", []gen{
+			{gen: 1, claims: map[string][]Unit{"x": nil, "y": nil}, units: []Unit{a0, a1}},
+			{gen: 2, at: 10 * time.Second, claims: map[string][]Unit{"x": {a0}, "y": {a1}}, units: []Unit{a0, a1}},
+			{gen: 3, at: 20 * time.Second, claims: map[string][]Unit{"x": {a0}}, units: []Unit{a0, a1}}, // y died
+		}, []Unit{a1}},
+		{"a unit given in the last generation and claimed by nobody is delayed", []gen{
+			{gen: 1, claims: map[string][]Unit{"x": nil, "y": nil}, units: []Unit{a0, a1}},
+			{gen: 2, at: 20 * time.Second, claims: map[string][]Unit{"x": {a0}}, units: []Unit{a0, a1}},
+		}, []Unit{a1}},
+		{"a unit without an owner for less than a lease is delayed", []gen{
+			{gen: 1, claims: map[string][]Unit{"x": nil}, units: []Unit{a0, a1}},
+			{gen: 2, at: 6 * time.Second, claims: map[string][]Unit{"x": {a0, a1}}, units: []Unit{a0}}, // a1 dropped
+			{gen: 3, at: 7 * time.Second, claims: map[string][]Unit{"x": {a0}}, units: []Unit{a0}},     // and stopped
+			{gen: 4, at: 13*time.Second - time.Millisecond, claims: map[string][]Unit{"x": {a0}}, units: []Unit{a0, a1}},
+		}, []Unit{a1}},
+		{"a unit without an owner for a lease starts at once", []gen{
+			{gen: 1, claims: map[string][]Unit{"x": nil}, units: []Unit{a0, a1}},
+			{gen: 2, at: 6 * time.Second, claims: map[string][]Unit{"x": {a0, a1}}, units: []Unit{a0}},
+			{gen: 3, at: 7 * time.Second, claims: map[string][]Unit{"x": {a0}}, units: []Unit{a0}},
+			{gen: 4, at: 13 * time.Second, claims: map[string][]Unit{"x": {a0}}, units: []Unit{a0, a1}},
+		}, nil},
+		{"a generation assigned by another leader starts a new run", []gen{
+			{gen: 1, claims: map[string][]Unit{"x": nil}, units: []Unit{a0}},
+			{gen: 3, at: 20 * time.Second, claims: map[string][]Unit{"x": {a0}}, units: []Unit{a0, a1}},
+		}, []Unit{a1}},
+		{"a new member id starts a new run", []gen{
+			{gen: 1, claims: map[string][]Unit{"x": nil}, units: []Unit{a0}},
+			{leader: "x2", gen: 2, at: 20 * time.Second, claims: map[string][]Unit{"x2": {a0}}, units: []Unit{a0, a1}},
+		}, []Unit{a1}},
+		{"an unreadable member delays every unit in its generation", []gen{
+			{gen: 1, claims: map[string][]Unit{"x": nil}, units: []Unit{a0}},
+			{gen: 2, at: 20 * time.Second, claims: map[string][]Unit{"x": {a0}, "b": nil}, bad: []string{"b"}, units: []Unit{a0, a1}},
+		}, []Unit{a1}},
+		{"an unreadable member starts a new run at the next generation", []gen{
+			{gen: 1, claims: map[string][]Unit{"x": nil}, units: []Unit{a0}},
+			{gen: 2, at: 20 * time.Second, claims: map[string][]Unit{"x": {a0}, "b": nil}, bad: []string{"b"}, units: []Unit{a0}},
+			{gen: 3, at: 25 * time.Second, claims: map[string][]Unit{"x": {a0}}, units: []Unit{a0, a2}},
+		}, []Unit{a2}},
+		{"a refused member's claims count", []gen{
+			{gen: 1, claims: map[string][]Unit{"x": nil}, units: []Unit{a0}},
+			{gen: 2, at: 20 * time.Second, claims: map[string][]Unit{"x": {a0}, "r": {a1}}, other: []string{"r"}, units: []Unit{a0}},
+			{gen: 3, at: 21 * time.Second, claims: map[string][]Unit{"x": {a0}}, units: []Unit{a0, a1}},
+		}, []Unit{a1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var l leadership
+			var delayed []Unit
+			for _, g := range c.gens {
+				leader := cmp.Or(g.leader, "x")
+				var members []joinedMember
+				for _, id := range slices.Sorted(maps.Keys(g.claims)) {
+					j := joinedMember{ID: id, meta: memberMetadata{Fingerprint: "f", Generation: 1, Owned: g.claims[id]}}
+					if slices.Contains(g.other, id) {
+						j.meta.Fingerprint, j.meta.Generation = "other", -1
+					}
+					if slices.Contains(g.bad, id) {
+						j = joinedMember{ID: id, err: errors.New("unreadable")}
+					}
+					members = append(members, j)
+				}
+				quiet := l.begin(leader, g.gen, int64(g.at), lease, members)
+				plans := plan(members, g.units, memberMetadata{Fingerprint: "f"}, quiet)
+				l.given(plans)
+				delayed = nil
+				for _, a := range plans {
+					delayed = append(delayed, a.Delayed...)
+				}
+			}
+			slices.SortFunc(delayed, compareUnits)
+			if !slices.Equal(delayed, c.delayed) {
+				t.Fatalf("delayed %v, want %v", delayed, c.delayed)
 			}
 		})
 	}
@@ -118,8 +228,8 @@ func (g *group) round(t *testing.T, units []Unit) (moved int) {
 	for _, id := range ids {
 		claims = append(claims, claim{ID: id, Owned: g.held[id], Released: g.released[id]})
 	}
-	shares := balance(claims, units)
-	if !reflect.DeepEqual(shares, balance(claims, units)) {
+	shares := balance(claims, units, nil)
+	if !reflect.DeepEqual(shares, balance(claims, units, nil)) {
 		t.Fatal("balance is not deterministic")
 	}
 	owner := map[Unit]string{}
@@ -200,7 +310,7 @@ func TestPlanRefusesAnotherConfiguration(t *testing.T) {
 	newcomer := memberMetadata{WorkerID: "w2", WorkerVersion: "1.1", Fingerprint: "bbbb", Generation: -1}
 	// Whoever leads, the newcomer is refused and the serving member keeps its work.
 	for _, self := range []memberMetadata{serving, newcomer} {
-		got := plan([]joinedMember{{ID: "m-2", meta: newcomer}, {ID: "m-1", meta: serving}}, []Unit{p("a", 0)}, self)
+		got := plan([]joinedMember{{ID: "m-2", meta: newcomer}, {ID: "m-1", meta: serving}}, []Unit{p("a", 0)}, self, nil)
 		want := "configuration fingerprint bbbb differs from the group's aaaa (worker w1, version 1.0, serving since generation 7): every worker of a destination must share its settings"
 		if got["m-2"].Refused != want {
 			t.Fatalf("refusal %q", got["m-2"].Refused)
@@ -263,7 +373,7 @@ func BenchmarkAssign(b *testing.B) {
 				var group, largest int
 				for b.Loop() {
 					group, largest = 0, 0
-					for _, a := range plan(members, units, members[0].meta) {
+					for _, a := range plan(members, units, members[0].meta, nil) {
 						size := len(a.encode())
 						group, largest = group+size, max(largest, size)
 					}

@@ -26,7 +26,8 @@
 // stops it, waits for its Run to return, and rejoins reporting it released; in round two the
 // leader gives it to its new owner, which starts it at once. Units that are kept never stop.
 // A unit that nobody reports released (its holder died, or left, or lost its lease) is given
-// in round one, Delayed: the new owner waits out the old owner's lease first.
+// in round one, Delayed: the new owner waits out the old owner's lease first, unless the
+// leader knows it quiet (below).
 //
 // A member's assignment carries its own units, the group's members with their counts and
 // mirror-level units (to find the owner of Commands), a hash of the units the leader
@@ -65,6 +66,36 @@
 //     rebalance that hands them over.
 //   - A unit reported released had its Run return before A's JoinGroup was sent: its writer
 //     has stopped, and B may start at once.
+//
+// # Quiet units: no delay where no lease can remain
+//
+// A new topic's partitions have never had an owner, and a unit nobody has owned for longer
+// than a lease has none whose lease still runs: waiting once more would only delay the
+// start. The leader L knows this from its run: the generations g_a, g_a+1, …, g it assigned
+// one after the other as the same member (any other leader in between, or a new member id,
+// starts a new run). It records when each join answer of the run arrived (start(j), after
+// the coordinator created generation j) and, for each unit, the last generation k of the
+// run in which a member claimed it (its JoinGroup metadata listed it held) or L gave it
+// (k = g_a−1 when that never happened in the run). A unit u that nobody claims in g is quiet
+// when start(k+1) + Lease ≤ now, and is then given without delay. Why no A can still write u:
+//
+//   - A's ownership of u lives on a lease proved by an answer, sent at most Lease before,
+//     that placed A in its current generation gA (a Heartbeat answered with no error or
+//     REBALANCE_IN_PROGRESS, a SyncGroup answer): produced while gA was current or while
+//     gA+1 was being prepared, so before gA+1 existed (the argument above).
+//   - A held u in gA, so its JoinGroup for gA listed u (it takes units only from SyncGroup
+//     answers, each applied before its next JoinGroup is sent), or gA's assignment gave u
+//     to A. If gA is in the run, that makes gA ≤ k; if not, gA < g_a ≤ k+1. Either way gA+1
+//     ≤ k+1, so the answer behind A's lease came before start(k+1), and A's lease ended
+//     before start(k+1) + Lease ≤ now, before B even receives u.
+//   - A member whose metadata L cannot read may hold anything: that generation and the
+//     next start a new run. A refused member's claims count like the others'.
+//
+// A write A sent before its lease ended and that is still in flight is no more covered than
+// with the delay (which also counts from the lease); the offset check is the guard there.
+// A unit that a member stopped but whose Run has not returned is neither claimed nor
+// released; it was stopped before that member's next JoinGroup, hence before start(k+1),
+// so it is quiet no sooner than a lease after the stop, as the delay would have made it.
 //
 // Static membership (group.instance.id) is not used: the coordinator hands a restarted static
 // member its predecessor's assignment without a rebalance, hence without the handover delay,

@@ -140,6 +140,7 @@ type Member struct {
 	stopping       map[Unit]*held // stopped, Run not yet returned
 	released       map[Unit]struct{}
 	members        []MemberInfo
+	history        leadership    // of the generations this member assigned; used by the run's goroutine only
 	first          chan struct{} // closed at the first assignment
 	firstDone      bool
 
@@ -532,7 +533,7 @@ func (m *Member) joinAndSync(ctx context.Context) error {
 	sync.ProtocolType = kmsg.StringPtr(ProtocolType)
 	sync.Protocol = kmsg.StringPtr(ProtocolName)
 	if jresp.LeaderID == jresp.MemberID {
-		sync.GroupAssignment = m.lead(jresp.Members, meta)
+		sync.GroupAssignment = m.lead(jresp, meta)
 	}
 	sent := m.now()
 	sresp, err := sync.RequestWith(ctx, m.cfg.Client)
@@ -563,14 +564,17 @@ func (m *Member) joinAndSync(ctx context.Context) error {
 }
 
 // lead computes every member's assignment.
-func (m *Member) lead(joined []kmsg.JoinGroupResponseMember, self memberMetadata) []kmsg.SyncGroupRequestGroupAssignment {
-	members := make([]joinedMember, 0, len(joined))
-	for _, j := range joined {
+func (m *Member) lead(joined *kmsg.JoinGroupResponse, self memberMetadata) []kmsg.SyncGroupRequestGroupAssignment {
+	arrived := m.now()
+	members := make([]joinedMember, 0, len(joined.Members))
+	for _, j := range joined.Members {
 		meta, err := decodeMemberMetadata(j.ProtocolMetadata)
 		members = append(members, joinedMember{ID: j.MemberID, meta: meta, err: err})
 	}
 	start := time.Now()
-	plans := plan(members, m.cfg.Units(), self)
+	quiet := m.history.begin(joined.MemberID, joined.Generation, arrived, m.cfg.Lease, members)
+	plans := plan(members, m.cfg.Units(), self, quiet)
+	m.history.given(plans)
 	out := make([]kmsg.SyncGroupRequestGroupAssignment, 0, len(plans))
 	for _, j := range members {
 		a := kmsg.NewSyncGroupRequestGroupAssignment()

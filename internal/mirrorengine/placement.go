@@ -325,6 +325,8 @@ func (e *Engine) followed(ctx context.Context, changed []mirrorstate.RecordKey) 
 			e.dropSource(k.Mirror)
 			if _, ok := e.store.Mirror(k.Mirror); ok {
 				e.resumeTopics(ctx, k.Mirror)
+				// Its sync unit may have come here before its record did (RunMirrorSync).
+				e.startSyncer(k.Mirror)
 			}
 		case mirrorstate.KindTopicConfig:
 			units = true

@@ -56,7 +56,7 @@ func newBench(r *runner, kind, bin string, o options) *bench {
 	}
 	b.sc, b.sadm = b.client(b.src)
 	b.dc, b.dadm = b.client(b.dst)
-	b.worker = workertest.Start(r, bin, workertest.Env(b.dst.addrs, benchToken, "KAFKAMIRROR_LOG_LEVEL=warn"))
+	b.worker = workertest.Start(r, bin, workertest.Env(b.dst.addrs, benchToken, "KAFKAMIRROR_LOG_LEVEL="+o.workerLevel))
 	b.worker.WaitReady(r)
 	if o.workerLog != "" {
 		r.Cleanup(func() {

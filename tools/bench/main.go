@@ -44,6 +44,7 @@ type options struct {
 	waitLimit      time.Duration
 	only           map[string]bool
 	workerLog      string
+	workerLevel    string
 }
 
 func main() {
@@ -71,6 +72,7 @@ func main() {
 	var only string
 	flag.StringVar(&only, "only", "", "measurements to run, comma-separated (memory, throughput, head, compacted, busy, idle; default all)")
 	flag.StringVar(&o.workerLog, "worker-log", "", "file that receives the worker's output of each cluster kind (suffixed with the kind)")
+	flag.StringVar(&o.workerLevel, "worker-log-level", "warn", "the worker's log level (info or debug show where a start spends its time)")
 	flag.Parse()
 	if only != "" {
 		o.only = map[string]bool{}

@@ -1,0 +1,63 @@
+package mirrorengine
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// rounds answers requests for keys in rounds: a round begins when the one before it ended
+// and answers every key asked meanwhile, so that each answer was read after it was asked,
+// and many askers at once cost one round, not one each.
+type rounds[K comparable, R any] struct {
+	run   func(keys []K) R
+	spawn func(func()) // runs the rounds' loop in a goroutine
+
+	mu      sync.Mutex
+	next    *round[K, R] // gathering keys
+	running bool
+}
+
+type round[K comparable, R any] struct {
+	keys map[K]struct{}
+	done chan struct{} // closed once out is set
+	out  R
+}
+
+// ask returns the answer of a round that began after the call, or ctx's end.
+func (rs *rounds[K, R]) ask(ctx context.Context, k K) (R, error) {
+	rs.mu.Lock()
+	if rs.next == nil {
+		rs.next = &round[K, R]{keys: map[K]struct{}{}, done: make(chan struct{})}
+	}
+	r := rs.next
+	r.keys[k] = struct{}{}
+	if !rs.running {
+		rs.running = true
+		rs.spawn(rs.loop)
+	}
+	rs.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.out, nil
+	case <-ctx.Done():
+		var zero R
+		return zero, context.Cause(ctx)
+	}
+}
+
+func (rs *rounds[K, R]) loop() {
+	for {
+		rs.mu.Lock()
+		r := rs.next
+		rs.next = nil
+		rs.running = r != nil
+		rs.mu.Unlock()
+		if r == nil {
+			return
+		}
+		r.out = rs.run(slices.Collect(maps.Keys(r.keys)))
+		close(r.done)
+	}
+}
