@@ -1,7 +1,7 @@
 package main
 
 // Prometheus metrics. Counters and histograms are fed by the engine through the
-// mirrorengine.Observer interface (the engine knows no metrics library); partition states
+// datapath.Observer interface (the engine knows no metrics library); partition states
 // and lag are read from the engine at scrape time, so they are never stale.
 //
 //	kafkamirror_partitions{state}                          partitions per KIP state
@@ -60,7 +60,7 @@ import (
 // scrapeTimeout bounds the offset requests a scrape makes for the lag gauges.
 const scrapeTimeout = 5 * time.Second
 
-// metrics implements mirrorengine.Observer and serves /metrics.
+// metrics implements datapath.Observer and serves /metrics.
 type metrics struct {
 	reg               *prometheus.Registry
 	records           *prometheus.CounterVec
@@ -146,19 +146,19 @@ func (m *metrics) handler(log *slog.Logger) http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 }
 
-// Mirrored implements mirrorengine.Observer.
+// Mirrored implements datapath.Observer.
 func (m *metrics) Mirrored(mirror, topic string, _ int32, records, bytes int64) {
 	m.records.WithLabelValues(mirror, topic).Add(float64(records))
 	m.bytes.WithLabelValues(mirror, topic).Add(float64(bytes))
 }
 
-// FetchLatency implements mirrorengine.Observer.
+// FetchLatency implements datapath.Observer.
 func (m *metrics) FetchLatency(d time.Duration) { m.fetch.Observe(d.Seconds()) }
 
-// ProduceLatency implements mirrorengine.Observer.
+// ProduceLatency implements datapath.Observer.
 func (m *metrics) ProduceLatency(d time.Duration) { m.produce.Observe(d.Seconds()) }
 
-// SourceFetch implements mirrorengine.Observer.
+// SourceFetch implements datapath.Observer.
 func (m *metrics) SourceFetch(broker int32, partitions int, bytes int64) {
 	b := strconv.Itoa(int(broker))
 	m.fetches.WithLabelValues(b).Inc()
@@ -166,7 +166,7 @@ func (m *metrics) SourceFetch(broker int32, partitions int, bytes int64) {
 	m.fetchedBytes.WithLabelValues(b).Add(float64(bytes))
 }
 
-// DestinationProduce implements mirrorengine.Observer.
+// DestinationProduce implements datapath.Observer.
 func (m *metrics) DestinationProduce(broker int32, partitions int, bytes int64) {
 	b := strconv.Itoa(int(broker))
 	m.produces.WithLabelValues(b).Inc()
@@ -174,30 +174,30 @@ func (m *metrics) DestinationProduce(broker int32, partitions int, bytes int64) 
 	m.producedBytes.WithLabelValues(b).Add(float64(bytes))
 }
 
-// FetchBuffered implements mirrorengine.Observer.
+// FetchBuffered implements datapath.Observer.
 func (m *metrics) FetchBuffered(mirror, topic string, partition int32, bytes int64) {
 	m.buffered.WithLabelValues(mirror, topic, strconv.Itoa(int(partition))).Set(float64(bytes))
 }
 
-// LoneMarkers implements mirrorengine.Observer.
+// LoneMarkers implements datapath.Observer.
 func (m *metrics) LoneMarkers(method string, markers int64) {
 	m.loneMarkers.WithLabelValues(method).Add(float64(markers))
 }
 
-// Failed implements mirrorengine.Observer.
+// Failed implements datapath.Observer.
 func (m *metrics) Failed(mirror, topic string, _ int32, retryable bool) {
 	m.failures.WithLabelValues(mirror, topic, strconv.FormatBool(retryable)).Inc()
 }
 
-// Retried implements mirrorengine.Observer.
+// Retried implements datapath.Observer.
 func (m *metrics) Retried(mirror, topic string, _ int32) {
 	m.retries.WithLabelValues(mirror, topic).Inc()
 }
 
-// SessionStarted implements mirrorengine.Observer; stalls are read from the engine.
+// SessionStarted implements datapath.Observer; stalls are read from the engine.
 func (m *metrics) SessionStarted(string, string, int32) {}
 
-// SessionFailed implements mirrorengine.Observer.
+// SessionFailed implements datapath.Observer.
 func (m *metrics) SessionFailed(mirror, topic string, _ int32, _ error) {
 	m.sessions.WithLabelValues(mirror, topic).Inc()
 }

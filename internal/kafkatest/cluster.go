@@ -7,7 +7,8 @@
 // broker where the mirror's correctness depends on it (asynchronous transaction
 // markers, LogValidator rejections). See strict.go.
 //
-// The package must not depend on internal/mirrorengine: the comparator is the
+// The package must not depend on the engine (internal/mirrorengine, internal/datapath,
+// internal/recordbatch): the comparator is the
 // independent judge of the engine's output.
 package kafkatest
 
