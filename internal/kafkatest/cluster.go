@@ -8,8 +8,7 @@
 // markers, LogValidator rejections). See strict.go.
 //
 // The package must not depend on the engine (internal/mirrorengine, internal/datapath,
-// internal/recordbatch): the comparator is the
-// independent judge of the engine's output.
+// internal/recordbatch): the comparator is the independent judge of the engine's output.
 package kafkatest
 
 import (
