@@ -570,7 +570,20 @@ func produceRounds(t *testing.T, prod *kgo.Client, topic string, p int32, rounds
 			recs[j] = &kgo.Record{Topic: topic, Partition: p, Key: []byte(k), Value: []byte(fmt.Sprintf("%s@%d", k, i)),
 				Headers: []kgo.RecordHeader{{Key: "round", Value: []byte(strconv.Itoa(i))}}}
 		}
-		kafkatest.ProduceSync(t, prod, recs...)
+		// One flush a round: with a manually flushed client a round is one batch however the
+		// test is scheduled (a linger can cut it anywhere).
+		results := make(chan error, len(recs))
+		for _, r := range recs {
+			prod.Produce(context.Background(), r, func(_ *kgo.Record, err error) { results <- err })
+		}
+		if err := prod.Flush(context.Background()); err != nil {
+			t.Fatalf("flushing round %d: %v", i, err)
+		}
+		for range recs {
+			if err := <-results; err != nil {
+				t.Fatalf("producing round %d: %v", i, err)
+			}
+		}
 	}
 }
 
@@ -590,7 +603,7 @@ func keyRange(prefix string, from, to int) []string {
 func compactedSource(t *testing.T, src *kafkatest.Cluster, topic string, codec kgo.CompressionCodec, compact func()) *kgo.Client {
 	t.Helper()
 	prod := src.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(codec),
-		kgo.ProducerLinger(10*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
+		kgo.ManualFlushing(), kgo.ProducerBatchMaxBytes(1<<20))
 	first := make([]string, 725)
 	for i := range first {
 		first[i] = fmt.Sprint("k", i%25)
@@ -745,7 +758,11 @@ func TestMirrorEmptyFetchAnswers(t *testing.T) {
 	empty.Wait(t, kafkatest.IdenticalWithin)
 	kafkatest.WaitIdentical(t, src, dst, "tiered", kafkatest.IdenticalWithin)
 
-	// Again in the middle of the log.
+	// Again in the middle of the log. The records arrive while the mirror waits out a
+	// throttle, so its next fetch asks below the high watermark: a long poll at the end of
+	// the log would get them straight from the broker, and no empty answer would be served.
+	throttled := src.ThrottleFetches(t, "tiered", 0, 1, 3*time.Second)
+	throttled.Wait(t, kafkatest.IdenticalWithin)
 	empty = src.EmptyFetches(t, "tiered", 0, 3)
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("tiered", 0, 30, "b")...)
 	empty.Wait(t, kafkatest.IdenticalWithin)

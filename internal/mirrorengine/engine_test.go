@@ -25,6 +25,12 @@ var fastRetry = partitionstate.RetryPolicy{Initial: 20 * time.Millisecond, Max: 
 // openEngine opens an engine mirroring into dst, closed when the test ends.
 func openEngine(t *testing.T, dst *kafkatest.Cluster) *Engine {
 	t.Helper()
+	return openEngineRetrying(t, dst, fastRetry)
+}
+
+// openEngineRetrying is openEngine with the given retry policy for FAILED partitions.
+func openEngineRetrying(t *testing.T, dst *kafkatest.Cluster, retry partitionstate.RetryPolicy) *Engine {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sealer, err := mirrorstate.NewSealer("a test key of more than sixteen bytes")
@@ -32,7 +38,7 @@ func openEngine(t *testing.T, dst *kafkatest.Cluster) *Engine {
 		t.Fatal(err)
 	}
 	e, err := Open(ctx, Config{
-		Destination: dst.Client(t), Store: mirrorstate.StoreConfig{Sealer: sealer}, Retry: fastRetry,
+		Destination: dst.Client(t), Store: mirrorstate.StoreConfig{Sealer: sealer}, Retry: retry,
 		SourceOpts: []kgo.Opt{kgo.RetryTimeout(5 * time.Second)},
 	})
 	if err != nil {

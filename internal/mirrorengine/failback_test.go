@@ -18,7 +18,7 @@ import (
 // so A is a prefix of B and only B's new records are copied back.
 func TestEngineFailbackWaitsForTheOldPrimarysOpenTransaction(t *testing.T) {
 	a, b := kafkatest.Pair(t)
-	failbackOverOpenTransaction(t, a, b, func(app *kgo.Client) {
+	failbackOverOpenTransaction(t, a, b, fastRetry, func(app *kgo.Client) {
 		if err := app.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
 			t.Fatal(err)
 		}
@@ -26,17 +26,20 @@ func TestEngineFailbackWaitsForTheOldPrimarysOpenTransaction(t *testing.T) {
 }
 
 // The same on Apache Kafka, where nobody ends the transaction: A's coordinator aborts it
-// after its timeout.
+// after its timeout. The timeout leaves the failover and the failback's start time to
+// happen before it (an abort before the failback starts leaves nothing to wait for), and
+// the failback's retries outlast it.
 func TestKafkaFailbackWaitsForTheCoordinatorsAbort(t *testing.T) {
 	kafkatest.RequireKafka(t)
 	v := kafkatest.KafkaNewest
 	a := kafkatest.New(t, kafkatest.Kafka(v))
 	b := kafkatest.New(t, kafkatest.Kafka(v))
 	kafkatest.Tally(t, a.Broker()+" ⇄ "+b.Broker()+" (failback)")
-	failbackOverOpenTransaction(t, a, b, func(*kgo.Client) {}, kgo.TransactionTimeout(5*time.Second))
+	retry := partitionstate.RetryPolicy{Initial: 100 * time.Millisecond, Max: time.Second, MaxAttempts: 100}
+	failbackOverOpenTransaction(t, a, b, retry, func(*kgo.Client) {}, kgo.TransactionTimeout(20*time.Second))
 }
 
-func failbackOverOpenTransaction(t *testing.T, a, b *kafkatest.Cluster, endAppTxn func(*kgo.Client), appOpts ...kgo.Opt) {
+func failbackOverOpenTransaction(t *testing.T, a, b *kafkatest.Cluster, retry partitionstate.RetryPolicy, endAppTxn func(*kgo.Client), appOpts ...kgo.Opt) {
 	t.Helper()
 	const topic = "payments"
 	a.CreateTopic(t, topic, 1, nil)
@@ -56,7 +59,7 @@ func failbackOverOpenTransaction(t *testing.T, a, b *kafkatest.Cluster, endAppTx
 	waitState(t, onB, "a-to-b", topic, 1, partitionstate.StateStopped)
 	kafkatest.ProduceSync(t, b.ManualProducer(t), kafkatest.Records(topic, 0, 25, "on-b")...)
 
-	onA := openEngine(t, a)
+	onA := openEngineRetrying(t, a, retry)
 	createMirror(t, onA, "b-to-a", b)
 	start(t, onA, "b-to-a", topic, "")
 	waiting := waitState(t, onA, "b-to-a", topic, 1, partitionstate.StateFailed).Partitions[0]
