@@ -426,12 +426,15 @@ func (s *session) begin(ctx context.Context) error {
 func (s *session) checkSource(ctx context.Context) error {
 	// The cluster first: another cluster at the address also has other topic ids.
 	if want := s.cfg.SourceClusterID; want != "" {
-		got, err := kafkareq.ClusterID(ctx, s.m.src.Client)
+		got, err := clusterIDs.ask(ctx, s.m.src, struct{}{})
+		if err == nil {
+			err = got.err
+		}
 		if err != nil {
 			return err
 		}
-		if got != want {
-			return &mirrorerr.SourceChangedError{What: "cluster id", Expected: want, Actual: got}
+		if got.id != want {
+			return &mirrorerr.SourceChangedError{What: "cluster id", Expected: want, Actual: got.id}
 		}
 	}
 	if want := s.cfg.SourceTopicID; want != "" {
@@ -501,13 +504,16 @@ func gapIndex(suffix string) int {
 func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.DescribedProducer, error) {
 	s.idem = recordbatch.Producer{ID: -1}
 	adm := s.m.dst.Admin
-	listed, err := adm.ListTransactions(ctx, nil, nil)
+	listed, err := transactionLists.ask(ctx, s.m.dst, struct{}{})
+	if err == nil {
+		err = listed.err
+	}
 	if err != nil {
 		return nil, mirrorerr.WrapAuth("destination", "list transactions", err)
 	}
 	prefix := s.txnPrefix()
 	var ids []string
-	for id := range listed {
+	for id := range listed.listed {
 		if strings.HasPrefix(id, prefix) {
 			ids = append(ids, id)
 		}
@@ -570,16 +576,6 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 			t.producer.Sequence = nextSequence(p.LastSequence, 1)
 		}
 	}
-	return producers, nil
-}
-
-func (s *session) describeProducers(ctx context.Context) (map[int64]kadm.DescribedProducer, error) {
-	described, err := s.m.dst.Admin.DescribeProducers(ctx, kadm.TopicsSet{s.cfg.Topic: {s.cfg.Partition: {}}})
-	if err != nil {
-		return nil, mirrorerr.WrapAuth("destination", "describe producers", err)
-	}
-	producers := map[int64]kadm.DescribedProducer{}
-	described.EachProducer(func(p kadm.DescribedProducer) { producers[p.ProducerID] = p })
 	return producers, nil
 }
 
