@@ -338,13 +338,15 @@ func (s *session) begin(ctx context.Context) error {
 		}
 		m.src = kafkareq.NewCluster("source", cl)
 	}
-	var err error
-	if s.src, err = m.src.Metadata(ctx, cfg.Topic, cfg.Partition); err != nil {
+	srcTopic, err := topicMetadata.ask(ctx, m.src, cfg.Topic)
+	if err != nil {
 		return err
 	}
-	if s.dst, err = m.dst.Metadata(ctx, cfg.Topic, cfg.Partition); err != nil {
+	dstTopic, err := topicMetadata.ask(ctx, m.dst, cfg.Topic)
+	if err != nil {
 		return err
 	}
+	s.src, s.dst = srcTopic.Of(cfg.Partition), dstTopic.Of(cfg.Partition)
 	if err := s.checkSource(ctx); err != nil {
 		return err
 	}
@@ -357,7 +359,7 @@ func (s *session) begin(ctx context.Context) error {
 	if s.src.Leader < 0 || s.dst.Leader < 0 {
 		return kerr.LeaderNotAvailable
 	}
-	if s.dstTopic, err = m.dst.TopicConfig(ctx, cfg.Topic); err != nil {
+	if s.dstTopic, err = topicConfigs.ask(ctx, m.dst, cfg.Topic); err != nil {
 		return err
 	}
 	if s.dstTopic.Compacted {
@@ -366,7 +368,7 @@ func (s *session) begin(ctx context.Context) error {
 	// A replayed transaction may not ask for more than the destination allows
 	// (INVALID_TRANSACTION_TIMEOUT would stop the partition for good).
 	s.txnTimeout = s.cfg.TransactionTimeout
-	if max, err := m.dst.MaxTransactionTimeout(ctx, s.dst.Leader); err != nil {
+	if max, err := maxTxnTimeouts.ask(ctx, m.dst, s.dst.Leader); err != nil {
 		return err
 	} else if max > 0 && max < s.txnTimeout {
 		s.txnTimeout = max
@@ -377,20 +379,23 @@ func (s *session) begin(ctx context.Context) error {
 		return err
 	}
 	began := time.Now()
-	dstStart, dstEnd, err := m.dst.Offsets(ctx, cfg.Topic, cfg.Partition)
+	tp := kafkareq.TopicPartition{Topic: cfg.Topic, Partition: cfg.Partition}
+	dstOffsets, err := logOffsets.ask(ctx, m.dst, tp)
 	if err != nil {
 		return err
 	}
+	dstStart, dstEnd := dstOffsets[0], dstOffsets[1]
 	if err := s.checkProducersSettled(ctx, producers); err != nil {
 		return err
 	}
 	if cfg.FirstStart && dstEnd > 0 {
 		return &mirrorerr.DestinationNotEmptyError{Topic: cfg.Topic, Partition: cfg.Partition, EndOffset: dstEnd}
 	}
-	srcStart, srcEnd, err := m.src.Offsets(ctx, cfg.Topic, cfg.Partition)
+	srcOffsets, err := logOffsets.ask(ctx, m.src, tp)
 	if err != nil {
 		return err
 	}
+	srcStart, srcEnd := srcOffsets[0], srcOffsets[1]
 	if dstEnd > srcEnd {
 		return &mirrorerr.DestinationAheadError{Topic: cfg.Topic, Partition: cfg.Partition, DestinationEnd: dstEnd, SourceHighWatermark: srcEnd}
 	}
@@ -426,7 +431,7 @@ func (s *session) begin(ctx context.Context) error {
 func (s *session) checkSource(ctx context.Context) error {
 	// The cluster first: another cluster at the address also has other topic ids.
 	if want := s.cfg.SourceClusterID; want != "" {
-		got, err := kafkareq.ClusterID(ctx, s.m.src.Client)
+		got, err := clusterIDs.ask(ctx, s.m.src, struct{}{})
 		if err != nil {
 			return err
 		}
@@ -500,34 +505,19 @@ func gapIndex(suffix string) int {
 // epoch (InitProducerId), and the partition rejects the old epoch once the new one landed.
 func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.DescribedProducer, error) {
 	s.idem = recordbatch.Producer{ID: -1}
-	adm := s.m.dst.Admin
-	listed, err := adm.ListTransactions(ctx, nil, nil)
-	if err != nil {
-		return nil, mirrorerr.WrapAuth("destination", "list transactions", err)
-	}
-	prefix := s.txnPrefix()
-	var ids []string
-	for id := range listed {
-		if strings.HasPrefix(id, prefix) {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	described, err := adm.DescribeTransactions(ctx, ids...)
-	if err != nil {
-		return nil, mirrorerr.WrapAuth("destination", "describe transactions", err)
+	described, err := partitionTxns.ask(ctx, s.m.dst, s.txnPrefix())
+	if err != nil || len(described) == 0 {
+		return nil, err
 	}
 	producers, err := s.describeProducers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	bumps, err := s.m.dst.BumpsEpochPerTxn(ctx)
+	bumps, err := epochBumps.ask(ctx, s.m.dst, struct{}{})
 	if err != nil {
 		return nil, err
 	}
-
+	prefix := s.txnPrefix()
 	for _, d := range described {
 		if d.Err != nil {
 			return nil, mirrorerr.WrapAuth("destination", "describe transaction "+d.TxnID, d.Err)
@@ -573,14 +563,18 @@ func (s *session) recoverProducers(ctx context.Context) (map[int64]kadm.Describe
 	return producers, nil
 }
 
+// describeProducers returns the producers the destination partition knows, read after the
+// call.
 func (s *session) describeProducers(ctx context.Context) (map[int64]kadm.DescribedProducer, error) {
-	described, err := s.m.dst.Admin.DescribeProducers(ctx, kadm.TopicsSet{s.cfg.Topic: {s.cfg.Partition: {}}})
+	described, err := producers.ask(ctx, s.m.dst, kafkareq.TopicPartition{Topic: s.cfg.Topic, Partition: s.cfg.Partition})
 	if err != nil {
-		return nil, mirrorerr.WrapAuth("destination", "describe producers", err)
+		return nil, err
 	}
-	producers := map[int64]kadm.DescribedProducer{}
-	described.EachProducer(func(p kadm.DescribedProducer) { producers[p.ProducerID] = p })
-	return producers, nil
+	byID := map[int64]kadm.DescribedProducer{}
+	for _, p := range described {
+		byID[p.ProducerID] = p
+	}
+	return byID, nil
 }
 
 // errProducersMoved: a batch an earlier session sent landed between reading the producers'

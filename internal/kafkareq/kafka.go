@@ -45,31 +45,52 @@ type TopicMeta struct {
 // Metadata asks the cluster (never a cache: leaders move) for a topic's id, partition count
 // and the leader of one partition.
 func (c Cluster) Metadata(ctx context.Context, topic string, partition int32) (TopicMeta, error) {
+	t, err := c.TopicMetadata(ctx, topic)
+	if err != nil {
+		return TopicMeta{}, err
+	}
+	return t.Of(partition), nil
+}
+
+// Topic is what the cluster said of a topic: its id and every partition's leader.
+type Topic struct {
+	ID         [16]byte
+	Partitions []kmsg.MetadataResponseTopicPartition
+}
+
+// Of is what a partition runner needs of the topic's partition.
+func (t Topic) Of(partition int32) TopicMeta {
+	meta := TopicMeta{ID: t.ID, Partitions: len(t.Partitions), Leader: -1}
+	for _, p := range t.Partitions {
+		if p.Partition == partition {
+			meta.Leader, meta.Epoch = p.Leader, p.LeaderEpoch
+		}
+	}
+	return meta
+}
+
+// TopicMetadata asks the cluster (never a cache: leaders move) for a topic's id and
+// partitions.
+func (c Cluster) TopicMetadata(ctx context.Context, topic string) (Topic, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, c.Client)
 	if err != nil {
-		return TopicMeta{}, mirrorerr.WrapAuth(c.Name, "describe topic "+topic, err)
+		return Topic{}, mirrorerr.WrapAuth(c.Name, "describe topic "+topic, err)
 	}
 	if len(resp.Topics) != 1 {
-		return TopicMeta{}, fmt.Errorf("%s metadata for %q: %d topics in response", c.Name, topic, len(resp.Topics))
+		return Topic{}, fmt.Errorf("%s metadata for %q: %d topics in response", c.Name, topic, len(resp.Topics))
 	}
 	t := resp.Topics[0]
 	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
 		if err == kerr.UnknownTopicOrPartition {
-			return TopicMeta{}, &mirrorerr.UnknownTopicError{Cluster: c.Name, Topic: topic}
+			return Topic{}, &mirrorerr.UnknownTopicError{Cluster: c.Name, Topic: topic}
 		}
-		return TopicMeta{}, mirrorerr.WrapAuth(c.Name, "describe topic "+topic, err)
+		return Topic{}, mirrorerr.WrapAuth(c.Name, "describe topic "+topic, err)
 	}
-	meta := TopicMeta{ID: t.TopicID, Partitions: len(t.Partitions), Leader: -1}
-	for _, p := range t.Partitions {
-		if p.Partition == partition {
-			meta.Leader, meta.Epoch = p.Leader, p.LeaderEpoch
-		}
-	}
-	return meta, nil
+	return Topic{ID: t.TopicID, Partitions: t.Partitions}, nil
 }
 
 // Fetched is one partition's part of a fetch response.

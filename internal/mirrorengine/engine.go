@@ -20,6 +20,7 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/rounds"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/topicconfig"
 )
 
@@ -73,8 +74,8 @@ type Engine struct {
 	mu      sync.Mutex
 	sources map[string]*kgo.Client // by mirror name
 	runners map[partitionKey]*runner
-	syncers map[string]*runningSync                     // by mirror name
-	looks   map[partitionKey]*rounds[int32, *topicLook] // PREPARING's looks, by mirror and topic (partition 0)
+	syncers map[string]*runningSync                            // by mirror name
+	looks   map[partitionKey]*rounds.Rounds[int32, *topicLook] // PREPARING's looks, by mirror and topic (partition 0)
 	// storeDown is why the destination did not answer a command's check of __mirror_state
 	// at storeDownAt; empty when it answered.
 	storeDown   string
@@ -130,7 +131,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, dst: kafkareq.NewCluster("destination", cfg.Destination), dstID: dstID, store: store,
 		ctx: runCtx, cancel: cancel, sources: map[string]*kgo.Client{}, runners: map[partitionKey]*runner{},
-		syncers: map[string]*runningSync{}, looks: map[partitionKey]*rounds[int32, *topicLook]{}, place: newPlacement(),
+		syncers: map[string]*runningSync{}, looks: map[partitionKey]*rounds.Rounds[int32, *topicLook]{}, place: newPlacement(),
 	}
 	for _, m := range store.Mirrors() {
 		e.startSyncer(m.Name)

@@ -11,6 +11,7 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/rounds"
 )
 
 // prepare is PREPARING: check the source, create the destination topic when absent, and
@@ -59,11 +60,11 @@ func (e *Engine) lookAt(ctx context.Context, k partitionKey) (*topicLook, error)
 	e.mu.Lock()
 	rs := e.looks[key]
 	if rs == nil {
-		rs = &rounds[int32, *topicLook]{
-			run: func(ps []int32) *topicLook { return e.look(e.ctx, key.mirror, key.topic, ps) },
+		rs = &rounds.Rounds[int32, *topicLook]{
+			Run: func(ps []int32) *topicLook { return e.look(e.ctx, key.mirror, key.topic, ps) },
 			// Close waits for a round under way: it may open the source client. The asker
 			// is a runner, so the wait group is above zero here.
-			spawn: func(f func()) {
+			Spawn: func(f func()) {
 				e.wg.Add(1)
 				go func() {
 					defer e.wg.Done()
@@ -74,7 +75,7 @@ func (e *Engine) lookAt(ctx context.Context, k partitionKey) (*topicLook, error)
 		e.looks[key] = rs
 	}
 	e.mu.Unlock()
-	return rs.ask(ctx, k.partition)
+	return rs.Ask(ctx, k.partition)
 }
 
 // look reads what prepare needs of a topic's partitions ps, in the order a single

@@ -1,4 +1,5 @@
-package mirrorengine
+// Package rounds gathers the askers of a request that answers for many keys into rounds.
+package rounds
 
 import (
 	"context"
@@ -7,12 +8,12 @@ import (
 	"sync"
 )
 
-// rounds answers requests for keys in rounds: a round begins when the one before it ended
+// Rounds answers requests for keys in rounds: a round begins when the one before it ended
 // and answers every key asked meanwhile, so that each answer was read after it was asked,
 // and many askers at once cost one round, not one each.
-type rounds[K comparable, R any] struct {
-	run   func(keys []K) R
-	spawn func(func()) // runs the rounds' loop in a goroutine
+type Rounds[K comparable, R any] struct {
+	Run   func(keys []K) R
+	Spawn func(func()) // runs the rounds' loop in a goroutine
 
 	mu      sync.Mutex
 	next    *round[K, R] // gathering keys
@@ -25,8 +26,8 @@ type round[K comparable, R any] struct {
 	out  R
 }
 
-// ask returns the answer of a round that began after the call, or ctx's end.
-func (rs *rounds[K, R]) ask(ctx context.Context, k K) (R, error) {
+// Ask returns the answer of a round that began after the call, or ctx's end.
+func (rs *Rounds[K, R]) Ask(ctx context.Context, k K) (R, error) {
 	rs.mu.Lock()
 	if rs.next == nil {
 		rs.next = &round[K, R]{keys: map[K]struct{}{}, done: make(chan struct{})}
@@ -35,7 +36,7 @@ func (rs *rounds[K, R]) ask(ctx context.Context, k K) (R, error) {
 	r.keys[k] = struct{}{}
 	if !rs.running {
 		rs.running = true
-		rs.spawn(rs.loop)
+		rs.Spawn(rs.loop)
 	}
 	rs.mu.Unlock()
 	select {
@@ -47,7 +48,7 @@ func (rs *rounds[K, R]) ask(ctx context.Context, k K) (R, error) {
 	}
 }
 
-func (rs *rounds[K, R]) loop() {
+func (rs *Rounds[K, R]) loop() {
 	for {
 		rs.mu.Lock()
 		r := rs.next
@@ -57,7 +58,7 @@ func (rs *rounds[K, R]) loop() {
 		if r == nil {
 			return
 		}
-		r.out = rs.run(slices.Collect(maps.Keys(r.keys)))
+		r.out = rs.Run(slices.Collect(maps.Keys(r.keys)))
 		close(r.done)
 	}
 }

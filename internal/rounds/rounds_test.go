@@ -1,4 +1,4 @@
-package mirrorengine
+package rounds
 
 import (
 	"context"
@@ -15,8 +15,8 @@ func TestPrepareRoundsAnswerEveryAskerOnce(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var runs [][]int32
-	rs := &rounds[int32, []int32]{
-		run: func(ps []int32) []int32 {
+	rs := &Rounds[int32, []int32]{
+		Run: func(ps []int32) []int32 {
 			mu.Lock()
 			runs = append(runs, ps)
 			first := len(runs) == 1
@@ -26,13 +26,13 @@ func TestPrepareRoundsAnswerEveryAskerOnce(t *testing.T) {
 			}
 			return ps
 		},
-		spawn: func(f func()) { go f() },
+		Spawn: func(f func()) { go f() },
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	first := make(chan []int32, 1)
 	go func() {
-		got, _ := rs.ask(ctx, 0)
+		got, _ := rs.Ask(ctx, 0)
 		first <- got
 	}()
 	for { // the first round runs with partition 0 alone
@@ -49,7 +49,7 @@ func TestPrepareRoundsAnswerEveryAskerOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := rs.ask(ctx, p)
+			got, err := rs.Ask(ctx, p)
 			if err != nil || !slices.Contains(got, p) {
 				t.Errorf("partition %d answered by the round of %v (%v)", p, got, err)
 			}
