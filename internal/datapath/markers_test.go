@@ -48,11 +48,13 @@ func countMarkerRequests() markerRequests {
 func (r markerRequests) hooks() kgo.Opt { return kgo.WithHooks(r.writeTxnMarkers, r.endTxn) }
 
 // checkFastPath fails t unless the holes went through WriteTxnMarkers, many per request, and
-// no transaction wrote one.
+// no transaction wrote one. A session that starts again (a leader not ready yet on a new
+// topic, a request retried) cuts the rest of the run at another request boundary, so the
+// bound allows twice the fewest requests: still half full on average, never one per hole.
 func (r markerRequests) checkFastPath(t *testing.T, topic string, holes int64) {
 	t.Helper()
 	per := markersPerRequest(topic)
-	if n, most := r.writeTxnMarkers.n.Load(), (holes+per-1)/per; n == 0 || n > most {
+	if n, most := r.writeTxnMarkers.n.Load(), 2*((holes+per-1)/per); n == 0 || n > most {
 		t.Fatalf("%d WriteTxnMarkers requests for %d holes, want 1 to %d", n, holes, most)
 	}
 	if n := r.endTxn.n.Load(); n != 0 {
