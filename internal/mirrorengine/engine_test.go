@@ -20,6 +20,8 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
+func TestMain(m *testing.M) { kafkatest.Main(m) }
+
 var fastRetry = partitionstate.RetryPolicy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 50}
 
 // openEngine opens an engine mirroring into dst, closed when the test ends.
