@@ -402,26 +402,11 @@ func encodeMirror(m MirrorRecord, s *Sealer) ([]byte, error) {
 	if m.Sync.Interval != 0 {
 		v.Sync.Interval = m.Sync.Interval.String()
 	}
-	if t := m.Source.TLS; t != nil {
-		key, err := seal("source TLS client key", t.ClientKeyPEM)
-		if err != nil {
-			return nil, err
-		}
-		v.Source.TLS = &tlsWireV1{
-			CACertPEM:          t.CACertPEM,
-			ClientCertPEM:      t.ClientCertPEM,
-			ClientKeyPEM:       key,
-			InsecureSkipVerify: t.InsecureSkipVerify,
-			ServerName:         t.ServerName,
-		}
+	t, a, err := withSecrets(m.Source.TLS, m.Source.SASL, seal)
+	if err != nil {
+		return nil, err
 	}
-	if a := m.Source.SASL; a != nil {
-		pw, err := seal("source SASL password", a.Password)
-		if err != nil {
-			return nil, err
-		}
-		v.Source.SASL = &saslWireV1{Mechanism: a.Mechanism, Username: a.Username, Password: pw}
-	}
+	v.Source.TLS, v.Source.SASL = (*tlsWireV1)(t), (*saslWireV1)(a)
 	return marshalValue(v)
 }
 
@@ -568,27 +553,34 @@ func decodeMirror(key, name string, data []byte, s *Sealer, mode secretMode) (Mi
 		}
 		m.Sync.Interval = d
 	}
-	if t := v.Source.TLS; t != nil {
-		k, err := open("source TLS client key", t.ClientKeyPEM)
-		if err != nil {
-			return MirrorRecord{}, err
-		}
-		m.Source.TLS = &TLSSettings{
-			CACertPEM:          t.CACertPEM,
-			ClientCertPEM:      t.ClientCertPEM,
-			ClientKeyPEM:       k,
-			InsecureSkipVerify: t.InsecureSkipVerify,
-			ServerName:         t.ServerName,
-		}
+	t, a, err := withSecrets((*TLSSettings)(v.Source.TLS), (*SASLSettings)(v.Source.SASL), open)
+	if err != nil {
+		return MirrorRecord{}, err
 	}
-	if a := v.Source.SASL; a != nil {
-		pw, err := open("source SASL password", a.Password)
-		if err != nil {
-			return MirrorRecord{}, err
-		}
-		m.Source.SASL = &SASLSettings{Mechanism: a.Mechanism, Username: a.Username, Password: pw}
-	}
+	m.Source.TLS, m.Source.SASL = t, a
 	return m, nil
+}
+
+// withSecrets returns copies of the source's TLS and SASL settings with their secrets passed
+// through f: seal on the way into the store, open on the way out. The wire structs have the
+// settings' fields (a conversion pins that), so only the secrets differ.
+func withSecrets(t *TLSSettings, a *SASLSettings, f func(field, secret string) (string, error)) (*TLSSettings, *SASLSettings, error) {
+	var err error
+	if t != nil {
+		c := *t
+		if c.ClientKeyPEM, err = f("source TLS client key", c.ClientKeyPEM); err != nil {
+			return nil, nil, err
+		}
+		t = &c
+	}
+	if a != nil {
+		c := *a
+		if c.Password, err = f("source SASL password", c.Password); err != nil {
+			return nil, nil, err
+		}
+		a = &c
+	}
+	return t, a, nil
 }
 
 func decodeTopicConfig(key string, data []byte) (TopicConfigRecord, error) {
