@@ -31,8 +31,9 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/embedded"
 )
 
-// TB is the part of testing.TB this package needs. It keeps the "testing"
-// package out of non-test builds (the benchmark and the quickstart check link this package).
+// TB is the part of testing.TB the test-support packages (this one and workertest) need.
+// testing.TB has it, and so has the benchmark command (tools/bench), which runs clusters and
+// workers outside a test; it keeps the "testing" package out of non-test builds.
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)

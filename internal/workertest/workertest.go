@@ -15,17 +15,8 @@ import (
 	"time"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 )
-
-// TB is what this package needs of a test: testing.TB has it, and so has the benchmark
-// command (tools/bench), which runs workers outside a test.
-type TB interface {
-	Helper()
-	Fatalf(format string, args ...any)
-	Logf(format string, args ...any)
-	Cleanup(func())
-	Failed() bool
-}
 
 // Build compiles kafkamirror-worker into dir and returns the binary's path.
 func Build(dir string) (string, error) {
@@ -87,7 +78,7 @@ type Proc struct {
 // Start starts bin with env and args and returns without waiting for it to be ready. When
 // the test ends the process gets SIGTERM (then SIGKILL after 30 s), and a failed test shows
 // its output.
-func Start(t TB, bin string, env []string, args ...string) *Proc {
+func Start(t kafkatest.TB, bin string, env []string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{Stdout: &Buffer{}, Stderr: &Buffer{}, done: make(chan struct{})}
 	for _, kv := range env {
@@ -121,7 +112,7 @@ var readyLine = regexp.MustCompile(`kafkamirror-worker ready: (.*)`)
 
 // WaitReady waits for the worker's ready line, then fills URL, Ready and Client. It fails
 // the test if the process exits first or no ready line comes within a minute.
-func (p *Proc) WaitReady(t TB) {
+func (p *Proc) WaitReady(t kafkatest.TB) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -154,7 +145,7 @@ func (p *Proc) WaitReady(t TB) {
 
 // Terminate sends SIGTERM and returns the exit code; the test fails if the worker is still
 // running a minute later.
-func (p *Proc) Terminate(t TB) int {
+func (p *Proc) Terminate(t kafkatest.TB) int {
 	t.Helper()
 	if !p.stop(time.Minute) {
 		t.Fatalf("the worker did not exit within a minute of SIGTERM")
