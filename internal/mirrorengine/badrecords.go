@@ -100,11 +100,7 @@ func (e *Engine) RemoveStateRecord(ctx context.Context, key string, force bool) 
 // reloadRunner replaces a partition's runner with one that starts from what the store holds
 // now, when the partition is mirrored.
 func (e *Engine) reloadRunner(k partitionKey) {
-	e.mu.Lock()
-	old := e.runners[k]
-	delete(e.runners, k)
-	e.mu.Unlock()
-	if old != nil {
+	if old := take(&e.mu, e.runners, k); old != nil {
 		old.close()
 	}
 	tc, ok := e.store.TopicConfig(k.topic)

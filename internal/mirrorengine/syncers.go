@@ -2,6 +2,7 @@ package mirrorengine
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -41,11 +42,7 @@ func (e *Engine) startSyncer(mirror string) {
 }
 
 func (e *Engine) stopSyncer(mirror string) {
-	e.mu.Lock()
-	s := e.syncers[mirror]
-	delete(e.syncers, mirror)
-	e.mu.Unlock()
-	if s != nil {
+	if s := take(&e.mu, e.syncers, mirror); s != nil {
 		s.cancel()
 		<-s.done
 	}
@@ -112,4 +109,13 @@ func (h syncHost) PartitionsAdded(ctx context.Context, mirror, topic string, fro
 
 func (h syncHost) EnsureRunners(ctx context.Context, mirror, topic string) error {
 	return h.e.ensureRunners(ctx, mirror, topic)
+}
+
+// take removes k from m, which mu guards, and returns what it held.
+func take[K comparable, V any](mu *sync.Mutex, m map[K]V, k K) V {
+	mu.Lock()
+	defer mu.Unlock()
+	v := m[k]
+	delete(m, k)
+	return v
 }

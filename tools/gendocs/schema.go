@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	tfjson "github.com/hashicorp/terraform-json"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -85,15 +86,8 @@ func convertBlock(b *tfprotov6.SchemaBlock) (*tfjson.SchemaBlock, error) {
 		if err != nil {
 			return nil, fmt.Errorf("block %s: %w", nb.TypeName, err)
 		}
-		mode := map[tfprotov6.SchemaNestedBlockNestingMode]tfjson.SchemaNestingMode{
-			tfprotov6.SchemaNestedBlockNestingModeSingle: tfjson.SchemaNestingModeSingle,
-			tfprotov6.SchemaNestedBlockNestingModeList:   tfjson.SchemaNestingModeList,
-			tfprotov6.SchemaNestedBlockNestingModeSet:    tfjson.SchemaNestingModeSet,
-			tfprotov6.SchemaNestedBlockNestingModeMap:    tfjson.SchemaNestingModeMap,
-			tfprotov6.SchemaNestedBlockNestingModeGroup:  tfjson.SchemaNestingModeGroup,
-		}[nb.Nesting]
 		out.NestedBlocks[nb.TypeName] = &tfjson.SchemaBlockType{
-			NestingMode: mode, Block: inner, MinItems: uint64(nb.MinItems), MaxItems: uint64(nb.MaxItems),
+			NestingMode: nestingMode(nb.Nesting), Block: inner, MinItems: uint64(nb.MinItems), MaxItems: uint64(nb.MaxItems),
 		}
 	}
 	return out, nil
@@ -114,13 +108,7 @@ func convertAttributes(attrs []*tfprotov6.SchemaAttribute) (map[string]*tfjson.S
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", a.Name, err)
 			}
-			mode := map[tfprotov6.SchemaObjectNestingMode]tfjson.SchemaNestingMode{
-				tfprotov6.SchemaObjectNestingModeSingle: tfjson.SchemaNestingModeSingle,
-				tfprotov6.SchemaObjectNestingModeList:   tfjson.SchemaNestingModeList,
-				tfprotov6.SchemaObjectNestingModeSet:    tfjson.SchemaNestingModeSet,
-				tfprotov6.SchemaObjectNestingModeMap:    tfjson.SchemaNestingModeMap,
-			}[a.NestedType.Nesting]
-			ja.AttributeNestedType = &tfjson.SchemaNestedAttributeType{Attributes: inner, NestingMode: mode}
+			ja.AttributeNestedType = &tfjson.SchemaNestedAttributeType{Attributes: inner, NestingMode: nestingMode(a.NestedType.Nesting)}
 		} else {
 			t, err := ctyType(a.Type)
 			if err != nil {
@@ -131,6 +119,12 @@ func convertAttributes(attrs []*tfprotov6.SchemaAttribute) (map[string]*tfjson.S
 		out[a.Name] = ja
 	}
 	return out, nil
+}
+
+// nestingMode converts a block's or a nested attribute's nesting mode: the protocol names them
+// as terraform's JSON does, in capitals ("LIST" is "list").
+func nestingMode(m fmt.Stringer) tfjson.SchemaNestingMode {
+	return tfjson.SchemaNestingMode(strings.ToLower(m.String()))
 }
 
 // ctyType converts an attribute type to cty's, as terraform does when it prints schemas.
