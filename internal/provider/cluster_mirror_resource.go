@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
@@ -186,98 +187,91 @@ func (r *ClusterMirrorResource) Schema(ctx context.Context, _ resource.SchemaReq
 }
 
 func sourceTLSAttribute() schema.SingleNestedAttribute {
+	attrs := map[string]schema.Attribute{
+		"ca_cert_pem": schema.StringAttribute{
+			MarkdownDescription: "PEM certificates of the authorities that sign the source brokers' certificates. Default: the worker's system roots.",
+			Optional:            true,
+		},
+		"client_cert_pem": schema.StringAttribute{
+			MarkdownDescription: "PEM client certificate (mutual TLS).",
+			Optional:            true,
+		},
+		"insecure_skip_verify": schema.BoolAttribute{
+			MarkdownDescription: "Do not verify the source brokers' certificates. For tests only.",
+			Optional:            true,
+		},
+		"server_name": schema.StringAttribute{
+			MarkdownDescription: "Name to verify the source brokers' certificates against instead of their host names.",
+			Optional:            true,
+		},
+	}
+	maps.Copy(attrs, secretAttributes("tls", "client_key_pem", "PEM key of `client_cert_pem`", false))
 	return schema.SingleNestedAttribute{
 		MarkdownDescription: "TLS to the source cluster; omit for plaintext. PEM data is given inline because the worker may run on " +
 			"another machine. The worker stores the client key encrypted and never returns it.",
-		Optional: true,
-		Attributes: map[string]schema.Attribute{
-			"ca_cert_pem": schema.StringAttribute{
-				MarkdownDescription: "PEM certificates of the authorities that sign the source brokers' certificates. Default: the worker's system roots.",
-				Optional:            true,
-			},
-			"client_cert_pem": schema.StringAttribute{
-				MarkdownDescription: "PEM client certificate (mutual TLS).",
-				Optional:            true,
-			},
-			"client_key_pem": schema.StringAttribute{
-				MarkdownDescription: "PEM key of `client_cert_pem`. Sensitive, but stored in the Terraform state: prefer `client_key_pem_wo` " +
-					"on Terraform 1.11 and later.",
-				Optional:  true,
-				Sensitive: true,
-				Validators: []validator.String{
-					stringvalidator.ConflictsWith(path.MatchRelative().AtParent().AtName("client_key_pem_wo")),
-					// This validator does not resolve relative expressions: the path is absolute.
-					stringvalidator.PreferWriteOnlyAttribute(path.MatchRoot("source").AtName("tls").AtName("client_key_pem_wo")),
-				},
-			},
-			"client_key_pem_wo": schema.StringAttribute{
-				MarkdownDescription: "PEM key of `client_cert_pem`, write-only: sent to the worker, never stored in the Terraform state " +
-					"(Terraform 1.11 and later). Change `client_key_pem_wo_version` to send a new key.",
-				Optional:  true,
-				Sensitive: true,
-				WriteOnly: true,
-			},
-			"client_key_pem_wo_version": schema.Int64Attribute{
-				MarkdownDescription: "Any number; changing it sends `client_key_pem_wo` to the worker again (key rotation), in place.",
-				Optional:            true,
-				Validators: []validator.Int64{
-					int64validator.AlsoRequires(path.MatchRelative().AtParent().AtName("client_key_pem_wo")),
-				},
-			},
-			"insecure_skip_verify": schema.BoolAttribute{
-				MarkdownDescription: "Do not verify the source brokers' certificates. For tests only.",
-				Optional:            true,
-			},
-			"server_name": schema.StringAttribute{
-				MarkdownDescription: "Name to verify the source brokers' certificates against instead of their host names.",
-				Optional:            true,
-			},
-		},
+		Optional:   true,
+		Attributes: attrs,
 	}
 }
 
 func sourceSASLAttribute() schema.SingleNestedAttribute {
+	attrs := map[string]schema.Attribute{
+		"mechanism": schema.StringAttribute{
+			MarkdownDescription: "One of `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.",
+			Required:            true,
+			Validators:          []validator.String{stringvalidator.OneOf(kafkaconn.Mechanisms...)},
+		},
+		"username": schema.StringAttribute{
+			MarkdownDescription: "SASL user name.",
+			Required:            true,
+			Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+		},
+	}
+	maps.Copy(attrs, secretAttributes("sasl", "password", "SASL password", true))
 	return schema.SingleNestedAttribute{
 		MarkdownDescription: "SASL authentication to the source cluster; omit for none. Give the password as `password_wo` " +
 			"(write-only, never in the state; Terraform 1.11 and later) or as `password` (sensitive, but stored in the state). " +
 			"The worker stores it encrypted (its `KAFKAMIRROR_SECRET_KEY`) and never returns it.",
-		Optional: true,
-		Attributes: map[string]schema.Attribute{
-			"mechanism": schema.StringAttribute{
-				MarkdownDescription: "One of `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.",
-				Required:            true,
-				Validators:          []validator.String{stringvalidator.OneOf(kafkaconn.Mechanisms...)},
+		Optional:   true,
+		Attributes: attrs,
+	}
+}
+
+// secretAttributes are the three attributes of one secret in the source's block: name,
+// sensitive but stored in the Terraform state; name_wo, write-only, never stored; and
+// name_wo_version, whose change sends name_wo again (Terraform cannot see a write-only value
+// change). required: exactly one of name and name_wo must be set, else at most one.
+func secretAttributes(block, name, what string, required bool) map[string]schema.Attribute {
+	wo, version := name+"_wo", name+"_wo_version"
+	either := stringvalidator.ConflictsWith(path.MatchRelative().AtParent().AtName(wo))
+	desc := fmt.Sprintf("%s. Sensitive (hidden in plans), but stored in the Terraform state: prefer `%s` on Terraform 1.11 and later.", what, wo)
+	if required {
+		either = stringvalidator.ExactlyOneOf(path.MatchRelative().AtParent().AtName(wo))
+		desc += fmt.Sprintf(" Exactly one of `%s` and `%s` is required.", name, wo)
+	}
+	return map[string]schema.Attribute{
+		name: schema.StringAttribute{
+			MarkdownDescription: desc,
+			Optional:            true,
+			Sensitive:           true,
+			Validators: []validator.String{
+				either,
+				// This validator does not resolve relative expressions: the path is absolute.
+				stringvalidator.PreferWriteOnlyAttribute(path.MatchRoot("source").AtName(block).AtName(wo)),
 			},
-			"username": schema.StringAttribute{
-				MarkdownDescription: "SASL user name.",
-				Required:            true,
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
-			},
-			"password": schema.StringAttribute{
-				MarkdownDescription: "SASL password, for Terraform versions without write-only attributes. Sensitive (hidden in plans) " +
-					"but stored in the Terraform state. Exactly one of `password` and `password_wo` is required.",
-				Optional:  true,
-				Sensitive: true,
-				Validators: []validator.String{
-					stringvalidator.ExactlyOneOf(path.MatchRelative().AtParent().AtName("password_wo")),
-					// This validator does not resolve relative expressions: the path is absolute.
-					stringvalidator.PreferWriteOnlyAttribute(path.MatchRoot("source").AtName("sasl").AtName("password_wo")),
-				},
-			},
-			"password_wo": schema.StringAttribute{
-				MarkdownDescription: "SASL password, write-only: sent to the worker and never stored in the Terraform state " +
-					"(Terraform 1.11 and later). Terraform cannot see changes of a write-only value: change " +
-					"`password_wo_version` to send a new password (rotation, in place).",
-				Optional:  true,
-				Sensitive: true,
-				WriteOnly: true,
-			},
-			"password_wo_version": schema.Int64Attribute{
-				MarkdownDescription: "Any number; changing it sends `password_wo` to the worker again (credential rotation), in place.",
-				Optional:            true,
-				Validators: []validator.Int64{
-					int64validator.AlsoRequires(path.MatchRelative().AtParent().AtName("password_wo")),
-				},
+		},
+		wo: schema.StringAttribute{
+			MarkdownDescription: fmt.Sprintf("%s, write-only: sent to the worker, never stored in the Terraform state (Terraform 1.11 "+
+				"and later). Terraform cannot see changes of a write-only value: change `%s` to send a new one.", what, version),
+			Optional:  true,
+			Sensitive: true,
+			WriteOnly: true,
+		},
+		version: schema.Int64Attribute{
+			MarkdownDescription: fmt.Sprintf("Any number; changing it sends `%s` to the worker again (rotation), in place.", wo),
+			Optional:            true,
+			Validators: []validator.Int64{
+				int64validator.AlsoRequires(path.MatchRelative().AtParent().AtName(wo)),
 			},
 		},
 	}
