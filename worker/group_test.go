@@ -275,12 +275,7 @@ func TestWorkerGroupZombie(t *testing.T) {
 		prod, workers := startGroup(t, src, dst, partitions, 2)
 		zombie, other := workers[0], workers[1]
 		ctx := ctxT(t)
-		if _, err := other.Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "z", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
-			t.Fatal(err)
-		}
-		if res, err := other.Client.StartTopics(ctx, "z", []string{"events"}, ""); err != nil || res[0].Err() != nil {
-			t.Fatalf("start: %+v, %v", res, err)
-		}
+		mirrorTopics(ctx, t, other.Client, "z", src.Addrs(), "events")
 		waitTopic(t, other.Client, "z", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
 		kafkatest.WaitFor(t, 30*time.Second, "partitions on both workers", func() (bool, string) {
 			a, b := localStates(t, zombie)[api.StateMirroring], localStates(t, other)[api.StateMirroring]
@@ -323,12 +318,7 @@ func TestWorkerGroupRollingRestart(t *testing.T) {
 	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
 		prod, workers := startGroup(t, src, dst, partitions, 3)
 		ctx := ctxT(t)
-		if _, err := workers[0].Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "r", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
-			t.Fatal(err)
-		}
-		if res, err := workers[0].Client.StartTopics(ctx, "r", []string{"events"}, ""); err != nil || res[0].Err() != nil {
-			t.Fatalf("start: %+v, %v", res, err)
-		}
+		mirrorTopics(ctx, t, workers[0].Client, "r", src.Addrs(), "events")
 		waitTopic(t, workers[0].Client, "r", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
 		// A PREPARING on a destination topic the broker has just created may fail (retried)
 		// with NOT_LEADER_FOR_PARTITION: the restarts must add no failure.
