@@ -32,8 +32,9 @@ func groupEnv(dst *kafkatest.Cluster) []string {
 }
 
 // onGroupTiers runs f on kfake and on the newest Kafka of the real-broker tier (whose group
-// coordinator is the real one), with a destination that allows short sessions.
-func onGroupTiers(t *testing.T, f func(t *testing.T, src, dst *kafkatest.Cluster)) {
+// coordinator is the real one), with a destination that allows short sessions and n workers
+// of one group started on it over the topic "events" (startGroup).
+func onGroupTiers(t *testing.T, partitions int32, n int, f func(t *testing.T, src, dst *kafkatest.Cluster, prod *kgo.Client, workers []*workerProc)) {
 	t.Run("kfake", func(t *testing.T) {
 		kafkatest.RequireFake(t)
 		src, dst := kafkatest.Pair(t)
@@ -44,7 +45,8 @@ func onGroupTiers(t *testing.T, f func(t *testing.T, src, dst *kafkatest.Cluster
 		if _, err := dst.Admin(t).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "group.min.session.timeout.ms", Value: &min}}); err != nil {
 			t.Fatal(err)
 		}
-		f(t, src, dst)
+		prod, workers := startGroup(t, src, dst, partitions, n)
+		f(t, src, dst, prod, workers)
 	})
 	v := kafkatest.KafkaVersions()[0]
 	t.Run("kafka-"+v, func(t *testing.T) {
@@ -52,7 +54,8 @@ func onGroupTiers(t *testing.T, f func(t *testing.T, src, dst *kafkatest.Cluster
 		src := kafkatest.New(t, kafkatest.Kafka(v))
 		dst := kafkatest.New(t, kafkatest.Kafka(v), kafkatest.BrokerConfig("group.min.session.timeout.ms", "500"))
 		kafkatest.Tally(t, src.Broker()+" → "+dst.Broker())
-		f(t, src, dst)
+		prod, workers := startGroup(t, src, dst, partitions, n)
+		f(t, src, dst, prod, workers)
 	})
 }
 
@@ -91,8 +94,7 @@ func localStates(t *testing.T, w *workerProc) map[string]float64 {
 func TestWorkerGroupKillOne(t *testing.T) {
 	t.Parallel()
 	const partitions = 300
-	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		prod, workers := startGroup(t, src, dst, partitions, 3)
+	onGroupTiers(t, partitions, 3, func(t *testing.T, src, dst *kafkatest.Cluster, prod *kgo.Client, workers []*workerProc) {
 		ctx := ctxT(t)
 
 		// Two applies creating one mirror with different settings through two workers at
@@ -271,8 +273,7 @@ func unowned(t *testing.T, w *workerProc) unownedSeconds {
 func TestWorkerGroupZombie(t *testing.T) {
 	t.Parallel()
 	const partitions = 40
-	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		prod, workers := startGroup(t, src, dst, partitions, 2)
+	onGroupTiers(t, partitions, 2, func(t *testing.T, src, dst *kafkatest.Cluster, prod *kgo.Client, workers []*workerProc) {
 		zombie, other := workers[0], workers[1]
 		ctx := ctxT(t)
 		mirrorTopics(ctx, t, other.Client, "z", src.Addrs(), "events")
@@ -315,8 +316,7 @@ func TestWorkerGroupZombie(t *testing.T) {
 func TestWorkerGroupRollingRestart(t *testing.T) {
 	t.Parallel()
 	const partitions = 30
-	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		prod, workers := startGroup(t, src, dst, partitions, 3)
+	onGroupTiers(t, partitions, 3, func(t *testing.T, src, dst *kafkatest.Cluster, prod *kgo.Client, workers []*workerProc) {
 		ctx := ctxT(t)
 		mirrorTopics(ctx, t, workers[0].Client, "r", src.Addrs(), "events")
 		waitTopic(t, workers[0].Client, "r", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
