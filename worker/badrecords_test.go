@@ -21,26 +21,20 @@ import (
 // topic resumes once the mirror is created again.
 func TestWorkerBadStateRecords(t *testing.T) {
 	t.Parallel()
-	src, dst := kafkatest.Pair(t)
 	topics := map[string]struct {
 		mirror     string
 		partitions int32
 	}{"orders": {"a", 3}, "payments": {"b", 2}, "audit": {"c", 1}}
-	prod := src.Client(t)
+	var filled []sourceTopic
 	for topic, tm := range topics {
-		src.CreateTopic(t, topic, tm.partitions, nil)
-		kafkatest.ProduceKeyed(t, prod, topic, 0, 120)
+		filled = append(filled, sourceTopic{topic, tm.partitions, 120})
 	}
+	src, dst, prod := filledPair(t, filled...)
 
 	w := startWorker(t, workerEnv(dst))
 	c, ctx := w.Client, ctxT(t)
 	for topic, tm := range topics {
-		if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: tm.mirror, Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
-			t.Fatal(err)
-		}
-		if res, err := c.StartTopics(ctx, tm.mirror, []string{topic}, ""); err != nil || res[0].Err() != nil {
-			t.Fatalf("start %s: %+v, %v", topic, res, err)
-		}
+		mirrorTopics(ctx, t, c, tm.mirror, src.Addrs(), topic)
 	}
 	for topic, tm := range topics {
 		waitTopic(t, c, tm.mirror, topic, "MIRRORING with lag 0", caughtUp(api.StateMirroring))
@@ -158,12 +152,7 @@ func TestWorkerBadTopicConfigRecordAndForcedRemoval(t *testing.T) {
 	w := startWorker(t, workerEnv(dst))
 	c, ctx := w.Client, ctxT(t)
 	for mirror, topic := range map[string]string{"a": "orders", "b": "payments"} {
-		if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: mirror, Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
-			t.Fatal(err)
-		}
-		if res, err := c.StartTopics(ctx, mirror, []string{topic}, ""); err != nil || res[0].Err() != nil {
-			t.Fatalf("start %s: %+v, %v", topic, res, err)
-		}
+		mirrorTopics(ctx, t, c, mirror, src.Addrs(), topic)
 		waitTopic(t, c, mirror, topic, topic+" caught up", caughtUp(api.StateMirroring))
 	}
 	if code := w.Terminate(t); code != 0 {

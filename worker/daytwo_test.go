@@ -33,9 +33,7 @@ func command(t *testing.T, c *api.Client, action string, req api.TopicsRequest) 
 // Commands without an owner (the CLI's) neither check nor change it.
 func TestWorkerTopicOwnership(t *testing.T) {
 	t.Parallel()
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "orders", 2, nil)
-	kafkatest.ProduceKeyed(t, src.Client(t), "orders", 0, 50)
+	src, dst, _ := filledPair(t, sourceTopic{"orders", 2, 50})
 	w := startWorker(t, workerEnv(dst))
 	c := w.Client
 	if _, err := c.CreateMirror(ctxT(t), api.CreateMirrorRequest{Name: "m", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
-	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 )
 
 // A record written into a mirrored destination topic by anyone but the worker (here a
@@ -16,17 +15,10 @@ import (
 // FAILED with both offsets, not MIRRORING with lag 0 until the next source record.
 func TestWorkerDestinationAheadIsVisibleAtOnce(t *testing.T) {
 	t.Parallel()
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "orders", 1, nil)
-	kafkatest.ProduceKeyed(t, src.Client(t), "orders", 0, 70)
+	src, dst, _ := filledPair(t, sourceTopic{"orders", 1, 70})
 	w := startWorker(t, workerEnv(dst))
 	c, ctx := w.Client, ctxT(t)
-	if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: "m", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := c.StartTopics(ctx, "m", []string{"orders"}, ""); err != nil || res[0].Err() != nil {
-		t.Fatalf("start: %+v, %v", res, err)
-	}
+	mirrorTopics(ctx, t, c, "m", src.Addrs(), "orders")
 	waitTopic(t, c, "m", "orders", "MIRRORING with lag 0", caughtUp(api.StateMirroring))
 
 	if err := dst.Client(t).ProduceSync(context.Background(), &kgo.Record{Topic: "orders", Value: []byte("foreign")}).FirstErr(); err != nil {

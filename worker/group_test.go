@@ -32,8 +32,9 @@ func groupEnv(dst *kafkatest.Cluster) []string {
 }
 
 // onGroupTiers runs f on kfake and on the newest Kafka of the real-broker tier (whose group
-// coordinator is the real one), with a destination that allows short sessions.
-func onGroupTiers(t *testing.T, f func(t *testing.T, src, dst *kafkatest.Cluster)) {
+// coordinator is the real one), with a destination that allows short sessions and n workers
+// of one group started on it over the topic "events" (startGroup).
+func onGroupTiers(t *testing.T, partitions int32, n int, f func(t *testing.T, src, dst *kafkatest.Cluster, prod *kgo.Client, workers []*workerProc)) {
 	t.Run("kfake", func(t *testing.T) {
 		kafkatest.RequireFake(t)
 		src, dst := kafkatest.Pair(t)
@@ -44,7 +45,8 @@ func onGroupTiers(t *testing.T, f func(t *testing.T, src, dst *kafkatest.Cluster
 		if _, err := dst.Admin(t).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "group.min.session.timeout.ms", Value: &min}}); err != nil {
 			t.Fatal(err)
 		}
-		f(t, src, dst)
+		prod, workers := startGroup(t, src, dst, partitions, n)
+		f(t, src, dst, prod, workers)
 	})
 	v := kafkatest.KafkaVersions()[0]
 	t.Run("kafka-"+v, func(t *testing.T) {
@@ -52,7 +54,8 @@ func onGroupTiers(t *testing.T, f func(t *testing.T, src, dst *kafkatest.Cluster
 		src := kafkatest.New(t, kafkatest.Kafka(v))
 		dst := kafkatest.New(t, kafkatest.Kafka(v), kafkatest.BrokerConfig("group.min.session.timeout.ms", "500"))
 		kafkatest.Tally(t, src.Broker()+" → "+dst.Broker())
-		f(t, src, dst)
+		prod, workers := startGroup(t, src, dst, partitions, n)
+		f(t, src, dst, prod, workers)
 	})
 }
 
@@ -91,8 +94,7 @@ func localStates(t *testing.T, w *workerProc) map[string]float64 {
 func TestWorkerGroupKillOne(t *testing.T) {
 	t.Parallel()
 	const partitions = 300
-	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		prod, workers := startGroup(t, src, dst, partitions, 3)
+	onGroupTiers(t, partitions, 3, func(t *testing.T, src, dst *kafkatest.Cluster, prod *kgo.Client, workers []*workerProc) {
 		ctx := ctxT(t)
 
 		// Two applies creating one mirror with different settings through two workers at
@@ -271,16 +273,10 @@ func unowned(t *testing.T, w *workerProc) unownedSeconds {
 func TestWorkerGroupZombie(t *testing.T) {
 	t.Parallel()
 	const partitions = 40
-	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		prod, workers := startGroup(t, src, dst, partitions, 2)
+	onGroupTiers(t, partitions, 2, func(t *testing.T, src, dst *kafkatest.Cluster, prod *kgo.Client, workers []*workerProc) {
 		zombie, other := workers[0], workers[1]
 		ctx := ctxT(t)
-		if _, err := other.Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "z", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
-			t.Fatal(err)
-		}
-		if res, err := other.Client.StartTopics(ctx, "z", []string{"events"}, ""); err != nil || res[0].Err() != nil {
-			t.Fatalf("start: %+v, %v", res, err)
-		}
+		mirrorTopics(ctx, t, other.Client, "z", src.Addrs(), "events")
 		waitTopic(t, other.Client, "z", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
 		kafkatest.WaitFor(t, 30*time.Second, "partitions on both workers", func() (bool, string) {
 			a, b := localStates(t, zombie)[api.StateMirroring], localStates(t, other)[api.StateMirroring]
@@ -320,15 +316,9 @@ func TestWorkerGroupZombie(t *testing.T) {
 func TestWorkerGroupRollingRestart(t *testing.T) {
 	t.Parallel()
 	const partitions = 30
-	onGroupTiers(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		prod, workers := startGroup(t, src, dst, partitions, 3)
+	onGroupTiers(t, partitions, 3, func(t *testing.T, src, dst *kafkatest.Cluster, prod *kgo.Client, workers []*workerProc) {
 		ctx := ctxT(t)
-		if _, err := workers[0].Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "r", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
-			t.Fatal(err)
-		}
-		if res, err := workers[0].Client.StartTopics(ctx, "r", []string{"events"}, ""); err != nil || res[0].Err() != nil {
-			t.Fatalf("start: %+v, %v", res, err)
-		}
+		mirrorTopics(ctx, t, workers[0].Client, "r", src.Addrs(), "events")
 		waitTopic(t, workers[0].Client, "r", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
 		// A PREPARING on a destination topic the broker has just created may fail (retried)
 		// with NOT_LEADER_FOR_PARTITION: the restarts must add no failure.

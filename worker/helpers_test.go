@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/workertest"
@@ -48,6 +50,43 @@ const testToken = "test-token-7f3a9c1e5b"
 
 // workerProc is a running worker binary, with the worker tests' ways of talking to it.
 type workerProc struct{ *workertest.Proc }
+
+// sourceTopic is a topic filledPair creates on the source with its first records.
+type sourceTopic struct {
+	name       string
+	partitions int32
+	records    int
+}
+
+// filledPair starts a source and a destination cluster with the topics on the source, and
+// returns a producer to the source.
+func filledPair(t *testing.T, topics ...sourceTopic) (src, dst *kafkatest.Cluster, prod *kgo.Client) {
+	t.Helper()
+	src, dst = kafkatest.Pair(t)
+	prod = src.Client(t)
+	for _, st := range topics {
+		src.CreateTopic(t, st.name, st.partitions, nil)
+		kafkatest.ProduceKeyed(t, prod, st.name, 0, st.records)
+	}
+	return src, dst, prod
+}
+
+// mirrorTopics creates mirror, its source the cluster at addrs, and starts topics in it.
+func mirrorTopics(ctx context.Context, t *testing.T, c *api.Client, mirror string, addrs []string, topics ...string) {
+	t.Helper()
+	if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: mirror, Source: api.SourceConnection{BootstrapServers: addrs}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.StartTopics(ctx, mirror, topics, "")
+	if err != nil || len(res) != len(topics) {
+		t.Fatalf("start %v: %+v, %v", topics, res, err)
+	}
+	for _, r := range res {
+		if r.Err() != nil {
+			t.Fatalf("start %v: %+v", topics, res)
+		}
+	}
+}
 
 // workerEnv is the environment of a worker on dst (none when nil), logging at debug level;
 // extra entries ("K=V") override.

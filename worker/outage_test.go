@@ -11,32 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorengine"
 )
-
-// sourceTopic is a topic filledPair creates on the source with its first records.
-type sourceTopic struct {
-	name       string
-	partitions int32
-	records    int
-}
-
-// filledPair starts a source and a destination cluster with the topics on the source, and
-// returns a producer to the source.
-func filledPair(t *testing.T, topics ...sourceTopic) (src, dst *kafkatest.Cluster, prod *kgo.Client) {
-	t.Helper()
-	src, dst = kafkatest.Pair(t)
-	prod = src.Client(t)
-	for _, st := range topics {
-		src.CreateTopic(t, st.name, st.partitions, nil)
-		kafkatest.ProduceKeyed(t, prod, st.name, 0, st.records)
-	}
-	return src, dst, prod
-}
 
 // describeBound is the worker's answer bound for a describe (3 s per cluster, asked at once)
 // with room for a loaded test machine.
@@ -54,12 +32,7 @@ func TestWorkerBlackhole(t *testing.T) {
 
 	w := startWorker(t, workerEnv(nil, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS="+strings.Join(dstProxy.Addrs(), ",")))
 	c, ctx := w.Client, ctxT(t)
-	if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: "m", Source: api.SourceConnection{BootstrapServers: srcProxy.Addrs()}}); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := c.StartTopics(ctx, "m", []string{"orders", "events"}, ""); err != nil || res[0].Err() != nil || res[1].Err() != nil {
-		t.Fatalf("start: %+v, %v", res, err)
-	}
+	mirrorTopics(ctx, t, c, "m", srcProxy.Addrs(), "orders", "events")
 	waitTopic(t, c, "m", "orders", "MIRRORING with lag 0", caughtUp(api.StateMirroring))
 	waitTopic(t, c, "m", "events", "MIRRORING with lag 0", caughtUp(api.StateMirroring))
 
@@ -255,12 +228,7 @@ func TestWorkerStalledSource(t *testing.T) {
 		addrs []string
 		topic string
 	}{{"m", srcProxy.Addrs(), "orders"}, {"direct", src.Addrs(), "events"}} {
-		if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: m.name, Source: api.SourceConnection{BootstrapServers: m.addrs}}); err != nil {
-			t.Fatal(err)
-		}
-		if res, err := c.StartTopics(ctx, m.name, []string{m.topic}, ""); err != nil || res[0].Err() != nil {
-			t.Fatalf("start %s: %+v, %v", m.topic, res, err)
-		}
+		mirrorTopics(ctx, t, c, m.name, m.addrs, m.topic)
 		waitTopic(t, c, m.name, m.topic, m.topic+" caught up", caughtUp(api.StateMirroring))
 	}
 

@@ -49,10 +49,7 @@ func denyFetches(t *testing.T, src *kafkatest.Cluster, topic string, partition i
 // the destination topic, written by the healthy partitions all along, is not recreated.
 func TestWorkerRestartFailedPartitionKeepsTopic(t *testing.T) {
 	t.Parallel()
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "orders", 3, nil)
-	prod := src.Client(t)
-	kafkatest.ProduceKeyed(t, prod, "orders", 0, 300)
+	src, dst, prod := filledPair(t, sourceTopic{"orders", 3, 300})
 	var denied atomic.Bool
 	denyFetches(t, src, "orders", 1, &denied)
 
@@ -60,12 +57,7 @@ func TestWorkerRestartFailedPartitionKeepsTopic(t *testing.T) {
 	// start can still meet a transient UNKNOWN_TOPIC_OR_PARTITION of the new topic).
 	w := startWorker(t, workerEnv(dst, "KAFKAMIRROR_RETRY_MAX_ATTEMPTS=3"))
 	c, ctx := w.Client, ctxT(t)
-	if _, err := c.CreateMirror(ctx, api.CreateMirrorRequest{Name: "r", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := c.StartTopics(ctx, "r", []string{"orders"}, ""); err != nil || res[0].Err() != nil {
-		t.Fatalf("start: %+v, %v", res, err)
-	}
+	mirrorTopics(ctx, t, c, "r", src.Addrs(), "orders")
 	waitTopic(t, c, "r", "orders", "MIRRORING with lag 0", caughtUp(api.StateMirroring))
 	kafkatest.WaitIdentical(t, src, dst, "orders", 60*time.Second)
 	id := topicIDOf(t, dst, "orders")

@@ -44,10 +44,7 @@ func ctxT(t *testing.T) context.Context {
 // delete over the API and checks describe, lag, the CLI tables and the state gauges.
 func TestWorkerLifecycle(t *testing.T) {
 	t.Parallel()
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "orders", 3, nil)
-	prod := src.Client(t)
-	kafkatest.ProduceKeyed(t, prod, "orders", 0, 300)
+	src, dst, prod := filledPair(t, sourceTopic{"orders", 3, 300})
 
 	w := startWorker(t, workerEnv(dst))
 	c, ctx := w.Client, ctxT(t)
@@ -446,20 +443,12 @@ func TestWorkerRefusesInsaneInput(t *testing.T) {
 // being written to, starts it again, and checks that the logs end up identical.
 func TestWorkerRestartResumes(t *testing.T) {
 	t.Parallel()
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "events", 2, nil)
-	prod := src.Client(t)
-	kafkatest.ProduceKeyed(t, prod, "events", 0, 200)
+	src, dst, prod := filledPair(t, sourceTopic{"events", 2, 200})
 
 	env := workerEnv(dst)
 	w := startWorker(t, env)
 	ctx := ctxT(t)
-	if _, err := w.Client.CreateMirror(ctx, api.CreateMirrorRequest{Name: "r", Source: api.SourceConnection{BootstrapServers: src.Addrs()}}); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := w.Client.StartTopics(ctx, "r", []string{"events"}, ""); err != nil || res[0].Err() != nil {
-		t.Fatalf("start: %+v, %v", res, err)
-	}
+	mirrorTopics(ctx, t, w.Client, "r", src.Addrs(), "events")
 	waitTopic(t, w.Client, "r", "events", "MIRRORING", inState(api.StateMirroring))
 
 	// Produce continuously, in the background, while the worker mirrors and restarts.

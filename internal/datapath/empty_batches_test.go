@@ -18,10 +18,7 @@ import (
 // cleaned" marker, a data batch for its producer's state): their offsets are copied as a
 // gap, and the records after them keep their offsets.
 func TestMirrorEmptyBatchesAreGaps(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "t", 1, nil)
-	dst.CreateTopic(t, "t", 1, nil)
-	prod := src.ManualProducer(t)
+	src, dst, prod := mirroredTopic(t, "t", 1, nil)
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 0, 3, "a")...)
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 0, 6, "cleaned")...)
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 0, 2, "b")...)

@@ -158,11 +158,8 @@ func requireIdleFetches(t *testing.T, l *fetchLog) {
 // per source broker); once they are idle, fetches list none of them, and a record in one
 // partition makes the fetches list only that one.
 func TestMirrorOneFetchCarriesEveryPartitionOfABroker(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "wide", 8, nil)
-	dst.CreateTopic(t, "wide", 8, nil)
+	src, dst, prod := mirroredTopic(t, "wide", 8, nil)
 	fetches := watchFetches(t, src, "wide")
-	prod := src.ManualProducer(t)
 	sc := src.Client(t)
 	run := startMirrorClients(context.Background(), t, sc, dst.Client(t), "wide", 8, true)
 	for p := range int32(8) {
@@ -190,8 +187,7 @@ func TestMirrorOneFetchCarriesEveryPartitionOfABroker(t *testing.T) {
 func TestFetcherPartitionsJoinAndLeave(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
 	for _, topic := range []string{"stays", "joins"} {
-		src.CreateTopic(t, topic, 3, nil)
-		dst.CreateTopic(t, topic, 3, nil)
+		createBoth(t, src, dst, topic, 3, nil)
 	}
 	fetches := watchFetches(t, src, "stays", "joins")
 	prod := src.ManualProducer(t)
@@ -237,10 +233,7 @@ func TestFetcherPartitionsJoinAndLeave(t *testing.T) {
 // The partitions of one source client and broker share one fetcher, which ends with the last
 // of them.
 func TestFetcherEndsWithItsLastPartition(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "t", 2, nil)
-	dst.CreateTopic(t, "t", 2, nil)
-	prod := src.ManualProducer(t)
+	src, dst, prod := mirroredTopic(t, "t", 2, nil)
 	for p := range int32(2) {
 		kafkatest.ProduceSync(t, prod, kafkatest.Records("t", p, 10, "a")...)
 	}
@@ -283,11 +276,8 @@ func TestFetcherRecoversFromSessionErrors(t *testing.T) {
 		{"no free slot", kerr.FetchSessionIDNotFound, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src, dst := kafkatest.Pair(t)
-			src.CreateTopic(t, "s", 4, nil)
-			dst.CreateTopic(t, "s", 4, nil)
+			src, dst, prod := mirroredTopic(t, "s", 4, nil)
 			fetches := watchFetches(t, src, "s")
-			prod := src.ManualProducer(t)
 			write := func(tag string) {
 				for p := range int32(4) {
 					kafkatest.ProduceSync(t, prod, kafkatest.Records("s", p, 30, tag)...)
@@ -422,8 +412,7 @@ func TestFetcherSlowPartitionStallsNobody(t *testing.T) {
 }
 
 func TestKafkaFetcherSlowPartitionStallsNobody(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, _ *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
+	onKafkaTopic(t, func(t *testing.T, src, _ *kafkatest.Cluster, topic string) {
 		src.CreateTopic(t, topic, 3, nil)
 		slowPartitionScenario(t, src, topic)
 	})
@@ -484,8 +473,7 @@ func TestFetcherFollowsLeadersMidStream(t *testing.T) {
 	src := kafkatest.New(t, kafkatest.ClusterID("source-cluster"), kafkatest.Brokers(3))
 	dst := kafkatest.New(t, kafkatest.ClusterID("destination-cluster"), kafkatest.Brokers(3))
 	const partitions = 9
-	src.CreateTopic(t, "moving", partitions, nil)
-	dst.CreateTopic(t, "moving", partitions, nil)
+	createBoth(t, src, dst, "moving", partitions, nil)
 	sc := src.Client(t)
 	run := startMirrorClients(context.Background(), t, sc, dst.Client(t), "moving", partitions, true)
 	leaders := map[int32]int32{}

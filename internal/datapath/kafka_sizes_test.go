@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
@@ -15,29 +14,16 @@ import (
 // A real broker recompresses to the destination topic's compression.type and checks
 // max.message.bytes again: head-alignment filler must be written in that codec and fit.
 func TestKafkaMirrorFillerFitsDestinationLimits(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
-		src.CreateTopic(t, topic, 1, nil)
-		dst.CreateTopic(t, topic, 1, map[string]*string{
-			"max.message.bytes": kadm.StringPtr("100000"),
-			"compression.type":  kadm.StringPtr("uncompressed"),
-		})
-		advanceSource(t, src, topic, 300_000)
-		kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records(topic, 0, 50, "x")...)
-		mirrorIdentical(t, src, dst, topic, 1, true)
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+		fillerFitsDestinationLimits(t, src, dst, topic, 300_000)
 	})
 }
 
 // A batch that fits as the source compressed it but not once the destination recompresses
 // it to its compression.type: the broker answers MESSAGE_TOO_LARGE, a FAILED naming both.
 func TestKafkaMirrorBatchTooLargeOnceRecompressed(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
-		src.CreateTopic(t, topic, 1, nil)
-		dst.CreateTopic(t, topic, 1, map[string]*string{
-			"max.message.bytes": kadm.StringPtr("2000"),
-			"compression.type":  kadm.StringPtr("uncompressed"),
-		})
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+		createUncompressedLimited(t, src, dst, topic, "2000")
 		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
 		kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: topic, Value: []byte("small")})
 		kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: topic, Value: bytes.Repeat([]byte("x"), 10_000)})

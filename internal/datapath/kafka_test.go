@@ -30,6 +30,12 @@ func onKafka(t *testing.T, scenario func(t *testing.T, src, dst *kafkatest.Clust
 	onKafkaFrom(t, "source", nil, scenario)
 }
 
+// onKafkaTopic is onKafka for a scenario on a topic of its own, named after the test.
+func onKafkaTopic(t *testing.T, scenario func(t *testing.T, src, dst *kafkatest.Cluster, topic string)) {
+	t.Helper()
+	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) { scenario(t, src, dst, kafkatest.TopicFor(t, "")) })
+}
+
 // onKafkaFrom is onKafka with a source of the newest version started with opts and shared
 // under name, for scenarios that need a source of their own kind (3 brokers, a quota).
 func onKafkaFrom(t *testing.T, name string, opts []kafkatest.Option, scenario func(t *testing.T, src, dst *kafkatest.Cluster)) {
@@ -91,8 +97,7 @@ func TestKafkaMirrorPlainAndEveryCodec(t *testing.T) {
 }
 
 func TestKafkaMirrorInterleavedTransactions(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 		createBoth(t, src, dst, topic, 1, nil)
 		interleavedTransactions(t, src, dst, topic)
 	})
@@ -153,8 +158,7 @@ func interleavedTransactions(t *testing.T, src, dst *kafkatest.Cluster, topic st
 // The real log cleaner compacts a topic of gzip batches: holes inside batches (leading,
 // inner and trailing), whole batches gone, and the empty batches the cleaner keeps.
 func TestKafkaMirrorCompactedByTheLogCleaner(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 		src.CreateTopic(t, topic, 2, cleanedSoon)
 		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.GzipCompression()))
 		txn := src.ManualProducer(t, kgo.TransactionalID(topic+".app"), kgo.ProducerBatchCompression(kgo.GzipCompression()))
@@ -283,8 +287,7 @@ func stopCleaning(t *testing.T, c *kafkatest.Cluster, topic string, partitions i
 // DeleteRecords moves the source log start before and while mirroring, also into the
 // middle of a batch; the destination follows.
 func TestKafkaMirrorLogStartMoves(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 		createBoth(t, src, dst, topic, 1, nil)
 		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 300, "x")...)
@@ -312,8 +315,7 @@ func TestKafkaMirrorLogStartMoves(t *testing.T) {
 
 // Timestamps an hour old, a year old and 30 minutes ahead arrive unchanged.
 func TestKafkaMirrorOldAndFutureTimestamps(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 		createBoth(t, src, dst, topic, 1, nil)
 		prod := src.ManualProducer(t)
 		now := time.Now()
@@ -327,8 +329,7 @@ func TestKafkaMirrorOldAndFutureTimestamps(t *testing.T) {
 // A destination topic whose compression.type differs from the source codec: the broker
 // recompresses, the records and offsets are still the source's.
 func TestKafkaMirrorDestinationRecompresses(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 		src.CreateTopic(t, topic, 1, nil)
 		dst.CreateTopic(t, topic, 1, map[string]*string{"compression.type": kadm.StringPtr("gzip")})
 		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
@@ -347,8 +348,7 @@ func TestKafkaMirrorDestinationRecompresses(t *testing.T) {
 // A source batch larger than the destination topic's max.message.bytes cannot be copied:
 // the partition fails with a message naming the offset and both sizes.
 func TestKafkaMirrorBatchLargerThanDestinationAllows(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 		src.CreateTopic(t, topic, 1, nil)
 		dst.CreateTopic(t, topic, 1, map[string]*string{"max.message.bytes": kadm.StringPtr("2000")})
 		// Uncompressed: kgo's default snappy would shrink the 10 kB batch below the limit.
@@ -407,8 +407,7 @@ func partitionLeader(t *testing.T, c *kafkatest.Cluster, topic string, p int32) 
 // The mirror is cancelled at random moments while plain and transactional data flow, and
 // restarted from the destination's end; nothing is lost or doubled.
 func TestKafkaMirrorKilledAtRandomPoints(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 		createBoth(t, src, dst, topic, 2, nil)
 		plain := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 		txn := src.ManualProducer(t, kgo.TransactionalID(topic+".app"))
@@ -457,8 +456,7 @@ func TestKafkaMirrorKilledAtRandomPoints(t *testing.T) {
 
 // A record written by anyone but the mirror ends the partition's mirror with the offsets.
 func TestKafkaMirrorStopsOnForeignWrite(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 		createBoth(t, src, dst, topic, 1, nil)
 		prod := src.ManualProducer(t)
 		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 20, "a")...)

@@ -120,9 +120,7 @@ func TestMirrorTensOfThousandsOfHoles(t *testing.T) {
 	for _, killAt := range []int64{0, 2} {
 		t.Run(fmt.Sprint("killed after request ", killAt), func(t *testing.T) {
 			src, dst := kafkatest.Pair(t)
-			compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
-			src.CreateTopic(t, "holes", 1, compact)
-			dst.CreateTopic(t, "holes", 1, compact)
+			createBoth(t, src, dst, "holes", 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
 			holesSource(t, src, "holes", func(*kgo.Client) { src.Fake().Compact() })
 			holesScenario(t, src, dst, "holes", killAt)
 		})
@@ -151,9 +149,7 @@ func TestKafkaMirrorTensOfThousandsOfHoles(t *testing.T) {
 // gap writers fill the holes, identical and without a marker lost or doubled.
 func TestMirrorHolesWithoutClusterAction(t *testing.T) {
 	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"), kafkatest.User("mirror", "mirror-secret"))
-	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
-	src.CreateTopic(t, "holes", 1, compact)
-	dst.CreateTopic(t, "holes", 1, compact)
+	createBoth(t, src, dst, "holes", 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
 	noClusterActionScenario(t, src, dst, "holes", func(*kgo.Client) { src.Fake().Compact() })
 }
 

@@ -32,6 +32,15 @@ type mirrorRun struct {
 	mirrors []*PartitionMirror
 }
 
+// mirroredTopic starts a source and a destination kfake cluster holding topic alike and
+// returns them with a source producer built with opts.
+func mirroredTopic(t *testing.T, topic string, partitions int32, configs map[string]*string, opts ...kgo.Opt) (src, dst *kafkatest.Cluster, prod *kgo.Client) {
+	t.Helper()
+	src, dst = kafkatest.Pair(t)
+	createBoth(t, src, dst, topic, partitions, configs)
+	return src, dst, src.ManualProducer(t, opts...)
+}
+
 // mirrorIdentical mirrors topic until the destination is identical to the source, then stops.
 func mirrorIdentical(t *testing.T, src, dst *kafkatest.Cluster, topic string, partitions int32, firstStart bool) {
 	t.Helper()
@@ -111,10 +120,7 @@ func (r *mirrorRun) waitErr(t *testing.T, p int32) error {
 }
 
 func TestMirrorPlainRecords(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "plain", 2, nil)
-	dst.CreateTopic(t, "plain", 2, nil)
-	prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	src, dst, prod := mirroredTopic(t, "plain", 2, nil, kgo.ProducerBatchCompression(kgo.NoCompression()))
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("plain", 0, 500, "a")...)
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("plain", 1, 300, "b")...)
 
@@ -132,10 +138,7 @@ func TestMirrorPlainRecords(t *testing.T) {
 
 func TestMirrorCompressedBatchesAreNotRecompressed(t *testing.T) {
 	for _, codec := range []kgo.CompressionCodec{kgo.ZstdCompression(), kgo.Lz4Compression()} {
-		src, dst := kafkatest.Pair(t)
-		src.CreateTopic(t, "compressed", 1, nil)
-		dst.CreateTopic(t, "compressed", 1, nil)
-		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(codec))
+		src, dst, prod := mirroredTopic(t, "compressed", 1, nil, kgo.ProducerBatchCompression(codec))
 		for i := range 10 {
 			kafkatest.ProduceSync(t, prod, kafkatest.Records("compressed", 0, 200, fmt.Sprint("z", i))...)
 		}
@@ -200,8 +203,7 @@ func readBatches(t *testing.T, c *kafkatest.Cluster, topic string, partition int
 
 func TestMirrorManyRecordsAcrossEightPartitions(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "many", 8, nil)
-	dst.CreateTopic(t, "many", 8, nil)
+	createBoth(t, src, dst, "many", 8, nil)
 	prod := src.Client(t, kgo.ProducerLinger(20*time.Millisecond), kgo.ProducerBatchCompression(kgo.SnappyCompression(), kgo.NoCompression()))
 
 	const total = 120_000
@@ -218,12 +220,9 @@ func TestMirrorManyRecordsAcrossEightPartitions(t *testing.T) {
 }
 
 func TestMirrorSourceWithLogStartAhead(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "advanced", 1, nil)
-	dst.CreateTopic(t, "advanced", 1, nil)
+	src, dst, prod := mirroredTopic(t, "advanced", 1, nil, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	const logStart = 10_000_000
 	advanceSource(t, src, "advanced", logStart)
-	prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("advanced", 0, 300, "x")...)
 
 	run := startMirror(t, src, dst, "advanced", 1, true)
@@ -269,11 +268,8 @@ func advanceSource(t *testing.T, c *kafkatest.Cluster, topic string, n int64) {
 }
 
 func TestMirrorCompactedSourceWithHoles(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
-	src.CreateTopic(t, "compacted", 1, compact)
-	dst.CreateTopic(t, "compacted", 1, compact)
-	prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	src, dst, prod := mirroredTopic(t, "compacted", 1, compact, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	// Keys overwritten across and inside batches, so compaction leaves holes in batches.
 	for round := range 5 {
 		var recs []*kgo.Record
@@ -300,12 +296,9 @@ func TestMirrorCompactedSourceWithHoles(t *testing.T) {
 // markers written by several gap writers at once: identical logs, and more than one gap
 // transactional id was used.
 func TestMirrorLongRunOfHolesUsesSeveralGapWriters(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
-	src.CreateTopic(t, "holes", 1, compact)
-	dst.CreateTopic(t, "holes", 1, compact)
+	src, dst, prod := mirroredTopic(t, "holes", 1, compact)
 	refuseWriteTxnMarkers(dst)
-	prod := src.ManualProducer(t)
 	kafkatest.ProduceSync(t, prod, &kgo.Record{Topic: "holes", Key: []byte("a"), Value: []byte("first")})
 	var overwritten []*kgo.Record
 	for i := range 61 {
@@ -340,8 +333,7 @@ func TestMirrorInterleavedTransactions(t *testing.T) {
 func TestMirrorFollowsSourceLeaderChange(t *testing.T) {
 	src := kafkatest.New(t, kafkatest.ClusterID("source-cluster"), kafkatest.Brokers(3))
 	dst := kafkatest.New(t, kafkatest.ClusterID("destination-cluster"), kafkatest.Brokers(3))
-	src.CreateTopic(t, "moving", 3, nil)
-	dst.CreateTopic(t, "moving", 3, nil)
+	createBoth(t, src, dst, "moving", 3, nil)
 	prod := src.ManualProducer(t)
 	for p := range int32(3) {
 		kafkatest.ProduceSync(t, prod, kafkatest.Records("moving", p, 200, "before")...)
@@ -363,10 +355,7 @@ func TestMirrorFollowsSourceLeaderChange(t *testing.T) {
 // The mirror is killed at random points while it copies plain and transactional data, and
 // restarted; the destination must end identical every time, nothing lost or doubled.
 func TestMirrorKilledAndRestarted(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "crashy", 2, nil)
-	dst.CreateTopic(t, "crashy", 2, nil)
-	plain := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	src, dst, plain := mirroredTopic(t, "crashy", 2, nil, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 	txn := src.ManualProducer(t, kgo.TransactionalID("crashy-app"))
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -424,10 +413,7 @@ func TestMirrorKilledAndRestarted(t *testing.T) {
 }
 
 func TestMirrorStopsOnForeignWrite(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "guarded", 1, nil)
-	dst.CreateTopic(t, "guarded", 1, nil)
-	prod := src.ManualProducer(t)
+	src, dst, prod := mirroredTopic(t, "guarded", 1, nil)
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("guarded", 0, 100, "a")...)
 	run := startMirror(t, src, dst, "guarded", 1, true)
 	kafkatest.WaitIdentical(t, src, dst, "guarded", kafkatest.IdenticalWithin)
@@ -489,8 +475,7 @@ func TestMirrorBadInput(t *testing.T) {
 
 func TestMirrorAuthorizationFailures(t *testing.T) {
 	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"), kafkatest.User("reader", "reader-secret"))
-	src.CreateTopic(t, "secured", 1, nil)
-	dst.CreateTopic(t, "secured", 1, nil)
+	createBoth(t, src, dst, "secured", 1, nil)
 	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("secured", 0, 10, "s")...)
 
 	// The mirror may read the destination topic but not write it.
@@ -549,6 +534,14 @@ func sessionStarts(dst *kafkatest.Cluster) *atomic.Int64 {
 		id := req.(*kmsg.InitProducerIDRequest).TransactionalID
 		return id != nil && strings.HasSuffix(*id, "."+dataTxnSuffix)
 	})
+}
+
+// requireOneSession fails the test unless sessions counted exactly one mirror session.
+func requireOneSession(t *testing.T, sessions *atomic.Int64) {
+	t.Helper()
+	if n := sessions.Load(); n != 1 {
+		t.Fatalf("%d mirror sessions, want 1", n)
+	}
 }
 
 // slowProduces holds every produce d before the destination handles it, as a loaded broker
@@ -644,8 +637,7 @@ func TestMirrorCompactedCompressedTopic(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					src, dst := kafkatest.Pair(t)
 					configs := map[string]*string{"cleanup.policy": kadm.StringPtr("compact,delete")}
-					src.CreateTopic(t, "compacted", 2, configs)
-					dst.CreateTopic(t, "compacted", 2, configs)
+					createBoth(t, src, dst, "compacted", 2, configs)
 					compact := src.Fake().Compact
 					if shape == "kafka" {
 						compact = func() { kafkatest.NewCleaner(t, src).Clean(t) }
@@ -695,11 +687,8 @@ func TestMirrorResumesInsideCompactedBatch(t *testing.T) {
 			name = fmt.Sprint("killed after WriteTxnMarkers request ", tc.killAt)
 		}
 		t.Run(name, func(t *testing.T) {
-			src, dst := kafkatest.Pair(t)
 			compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
-			src.CreateTopic(t, "resume", 1, compact)
-			dst.CreateTopic(t, "resume", 1, compact)
-			prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+			src, dst, prod := mirroredTopic(t, "resume", 1, compact, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 			// Offsets 0-19 keep runs 2-6 and 8-14: holes at 0-1, 7 and 15-19.
 			produceRounds(t, prod, "resume", 0, keyRange("a", 0, 20), append([]string{"a0", "a1", "a7"}, keyRange("a", 15, 20)...), []string{"active"})
 			kafkatest.NewCleaner(t, src).Clean(t)
@@ -746,10 +735,7 @@ func TestMirrorResumesInsideCompactedBatch(t *testing.T) {
 // A tiered-storage read that did not finish in time answers no records with the real high
 // watermark: the mirror fills nothing and asks again, in the same session.
 func TestMirrorEmptyFetchAnswers(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "tiered", 1, nil)
-	dst.CreateTopic(t, "tiered", 1, nil)
-	prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	src, dst, prod := mirroredTopic(t, "tiered", 1, nil, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("tiered", 0, 50, "a")...)
 	empty := src.EmptyFetches(t, "tiered", 0, 5)
 	sessions := sessionStarts(dst)
@@ -768,18 +754,13 @@ func TestMirrorEmptyFetchAnswers(t *testing.T) {
 	empty.Wait(t, kafkatest.IdenticalWithin)
 	kafkatest.WaitIdentical(t, src, dst, "tiered", kafkatest.IdenticalWithin)
 	run.stop(t)
-	if n := sessions.Load(); n != 1 {
-		t.Fatalf("%d mirror sessions, want 1", n)
-	}
+	requireOneSession(t, sessions)
 }
 
 // A throttled fetch answers with no partitions: the mirror waits and asks again, in the same
 // session.
 func TestMirrorThrottledFetches(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "throttled", 1, nil)
-	dst.CreateTopic(t, "throttled", 1, nil)
-	prod := src.ManualProducer(t)
+	src, dst, prod := mirroredTopic(t, "throttled", 1, nil)
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("throttled", 0, 50, "a")...)
 	throttled := src.ThrottleFetches(t, "throttled", 0, 3, 30*time.Millisecond)
 	sessions := sessionStarts(dst)
@@ -788,9 +769,7 @@ func TestMirrorThrottledFetches(t *testing.T) {
 	throttled.Wait(t, kafkatest.IdenticalWithin)
 	kafkatest.WaitIdentical(t, src, dst, "throttled", kafkatest.IdenticalWithin)
 	run.stop(t)
-	if n := sessions.Load(); n != 1 {
-		t.Fatalf("%d mirror sessions, want 1", n)
-	}
+	requireOneSession(t, sessions)
 }
 
 // A coordinator keeps a transactional id busy a little after its markers land: the mirror's
@@ -799,8 +778,7 @@ func TestMirrorRetriesConcurrentTransactions(t *testing.T) {
 	// The id stays busy a quarter of the marker delay after the marker: longer than the
 	// mirror's marker polls take to see it.
 	src, dst := kafkatest.Pair(t, kafkatest.MarkerDelay(600*time.Millisecond))
-	src.CreateTopic(t, "busy", 1, nil)
-	dst.CreateTopic(t, "busy", 1, nil)
+	createBoth(t, src, dst, "busy", 1, nil)
 	txn := src.ManualProducer(t, kgo.TransactionalID("busy-app"))
 	ctx := context.Background()
 	const txns = 3
@@ -826,9 +804,7 @@ func TestMirrorRetriesConcurrentTransactions(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := sessions.Load(); n != 1 {
-		t.Fatalf("%d mirror sessions, want 1", n)
-	}
+	requireOneSession(t, sessions)
 	if n := adds.n.Load(); n <= txns {
 		t.Fatalf("%d AddPartitionsToTxn for %d transactions: none was answered CONCURRENT_TRANSACTIONS, the test shows nothing", n, txns)
 	}
@@ -866,10 +842,7 @@ func TestSessionRetryBackoff(t *testing.T) {
 // A draining mirror returns by itself once no replayed transaction is open: while one is,
 // it keeps copying until the source's marker is on the destination.
 func TestMirrorDrainStopsAtTransactionBoundary(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "drain", 1, nil)
-	dst.CreateTopic(t, "drain", 1, nil)
-	txn := src.ManualProducer(t, kgo.TransactionalID("drain-app"))
+	src, dst, txn := mirroredTopic(t, "drain", 1, nil, kgo.TransactionalID("drain-app"))
 	if err := txn.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}

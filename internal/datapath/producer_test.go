@@ -274,11 +274,8 @@ func (o *produceCounter) DestinationProduce(_ int32, partitions int, _ int64) {
 // The partitions led by one destination broker share produce requests (issue #16), each
 // partition's batches in order, and the logs are identical.
 func TestMirrorGroupsProducesByDestinationLeader(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
 	const partitions = 8
-	src.CreateTopic(t, "wide", partitions, nil)
-	dst.CreateTopic(t, "wide", partitions, nil)
-	prod := src.ManualProducer(t)
+	src, dst, prod := mirroredTopic(t, "wide", partitions, nil)
 	for round := range 5 {
 		for p := range int32(partitions) {
 			kafkatest.ProduceSync(t, prod, kafkatest.Records("wide", p, 20, fmt.Sprint("r", round))...)
@@ -375,8 +372,7 @@ func produceErrorFailsOnlyItsPartition(t *testing.T, src, dst *kafkatest.Cluster
 // The partitions of one destination broker share produce requests on real Kafka too, and
 // the logs are identical.
 func TestKafkaMirrorGroupsProduces(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		topic := kafkatest.TopicFor(t, "")
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
 		const partitions = 8
 		createBoth(t, src, dst, topic, partitions, nil)
 		prod := src.ManualProducer(t)

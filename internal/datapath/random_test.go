@@ -68,8 +68,7 @@ func randomScenario(t *testing.T, seed uint64) {
 	src, dst := kafkatest.Pair(t)
 	const topic, partitions = "random", 2
 	configs := map[string]*string{"cleanup.policy": kadm.StringPtr("compact,delete")}
-	src.CreateTopic(t, topic, partitions, configs)
-	dst.CreateTopic(t, topic, partitions, configs)
+	createBoth(t, src, dst, topic, partitions, configs)
 	// Both clusters run a log cleaner, as in production. A cleaner removes records from
 	// offsets already copied, so the comparison holds only where both cleaned the same log:
 	// the test cleans both at once, when the mirror has caught up.

@@ -16,15 +16,27 @@ import (
 // small max.message.bytes: the filler is split instead of refused for ever.
 func TestMirrorFillerFitsDestinationLimits(t *testing.T) {
 	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "small", 1, nil)
-	dst.CreateTopic(t, "small", 1, map[string]*string{
-		"max.message.bytes": kadm.StringPtr("100000"),
+	fillerFitsDestinationLimits(t, src, dst, "small", 1_500_000)
+}
+
+// fillerFitsDestinationLimits mirrors topic, its source log start advanced to logStart, to a
+// destination topic that keeps batches uncompressed below 100000 bytes.
+func fillerFitsDestinationLimits(t *testing.T, src, dst *kafkatest.Cluster, topic string, logStart int64) {
+	createUncompressedLimited(t, src, dst, topic, "100000")
+	advanceSource(t, src, topic, logStart)
+	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records(topic, 0, 50, "x")...)
+	mirrorIdentical(t, src, dst, topic, 1, true)
+}
+
+// createUncompressedLimited creates topic on src and on dst, where it keeps batches
+// uncompressed and no larger than maxMessageBytes.
+func createUncompressedLimited(t *testing.T, src, dst *kafkatest.Cluster, topic, maxMessageBytes string) {
+	t.Helper()
+	src.CreateTopic(t, topic, 1, nil)
+	dst.CreateTopic(t, topic, 1, map[string]*string{
+		"max.message.bytes": kadm.StringPtr(maxMessageBytes),
 		"compression.type":  kadm.StringPtr("uncompressed"),
 	})
-	advanceSource(t, src, "small", 1_500_000)
-	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("small", 0, 50, "x")...)
-
-	mirrorIdentical(t, src, dst, "small", 1, true)
 }
 
 // A source batch larger than the destination topic accepts stops the partition with a

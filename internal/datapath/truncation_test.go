@@ -35,10 +35,8 @@ func TestCheckLineage(t *testing.T) {
 // OffsetForLeaderEpoch answer with a lower end): the next session stops with the offsets
 // instead of copying over rewritten source offsets.
 func TestMirrorSourceTruncated(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "truncated", 1, nil)
-	dst.CreateTopic(t, "truncated", 1, nil)
-	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("truncated", 0, 50, "x")...)
+	src, dst, prod := mirroredTopic(t, "truncated", 1, nil)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("truncated", 0, 50, "x")...)
 	m := NewPartitionMirror(src.Client(t), dst.Client(t), PartitionConfig{Mirror: "m1", Topic: "truncated", FirstStart: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

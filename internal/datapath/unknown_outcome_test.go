@@ -22,9 +22,7 @@ func TestMirrorProduceWithUnknownOutcome(t *testing.T) {
 }
 
 func TestKafkaMirrorProduceWithUnknownOutcome(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		unknownOutcome(t, src, dst, kafkatest.TopicFor(t, ""))
-	})
+	onKafkaTopic(t, unknownOutcome)
 }
 
 // faultyMirror creates topic on both clusters and mirrors 100 records with a mirror whose
@@ -32,8 +30,7 @@ func TestKafkaMirrorProduceWithUnknownOutcome(t *testing.T) {
 // producer, the mirror's outcome and what stops the mirror.
 func faultyMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string) (*kafkatest.ProduceFaults, *kgo.Client, chan error, context.CancelFunc) {
 	t.Helper()
-	src.CreateTopic(t, topic, 1, nil)
-	dst.CreateTopic(t, topic, 1, nil)
+	createBoth(t, src, dst, topic, 1, nil)
 	prod := src.ManualProducer(t)
 	kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 100, "before")...)
 
@@ -82,9 +79,7 @@ func TestMirrorUnknownOutcomeAcrossWorkers(t *testing.T) {
 }
 
 func TestKafkaMirrorUnknownOutcomeAcrossWorkers(t *testing.T) {
-	onKafka(t, func(t *testing.T, src, dst *kafkatest.Cluster) {
-		unknownOutcomeAcrossWorkers(t, src, dst, kafkatest.TopicFor(t, ""))
-	})
+	onKafkaTopic(t, unknownOutcomeAcrossWorkers)
 }
 
 func unknownOutcomeAcrossWorkers(t *testing.T, src, dst *kafkatest.Cluster, topic string) {

@@ -25,6 +25,28 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// clusterWithT starts a cluster with opts holding topic "t" and returns a client to it.
+func clusterWithT(t *testing.T, partitions int32, opts ...Option) *kgo.Client {
+	t.Helper()
+	c := New(t, opts...)
+	c.CreateTopic(t, "t", partitions, nil)
+	return c.Client(t)
+}
+
+// transaction produces recs in one transaction of txp and ends it with end.
+func transaction(ctx context.Context, t *testing.T, txp *kgo.Client, end kgo.TransactionEndTry, recs ...*kgo.Record) {
+	t.Helper()
+	if err := txp.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txp.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txp.EndTransaction(ctx, end); err != nil {
+		t.Fatalf("ending the transaction (commit %v): %v", end, err)
+	}
+}
+
 // rec is one record of a hand-built batch.
 type rec struct {
 	key, value []byte

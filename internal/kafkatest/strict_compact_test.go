@@ -153,15 +153,7 @@ func TestStrictCleanerKeepsMarkers(t *testing.T) {
 		now := time.Now().UnixMilli() // older records would fall to retention
 		mustProduce(t, cl, "c", 0, kv("z", "0", now))
 		txp := c.Client(t, kgo.TransactionalID("aborts"), kgo.DefaultProduceTopic("c"))
-		if err := txp.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		if err := txp.ProduceSync(ctx, &kgo.Record{Key: []byte("a"), Value: []byte("x")}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		if err := txp.EndTransaction(ctx, kgo.TryAbort); err != nil {
-			t.Fatal(err)
-		}
+		transaction(ctx, t, txp, kgo.TryAbort, &kgo.Record{Key: []byte("a"), Value: []byte("x")})
 		waitOffsets(t, cl, "c", 0, offsets{0, 3, 3})
 		mustProduce(t, cl, "c", 0, kv("b", "1", now))
 		mustProduce(t, cl, "c", 0, kv("b", "2", now))

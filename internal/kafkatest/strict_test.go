@@ -24,15 +24,7 @@ func TestStrictMarkersAreAsynchronous(t *testing.T) {
 	ctx := testCtx(t)
 
 	txp := c.Client(t, kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("t"))
-	if err := txp.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txp.ProduceSync(ctx, kgo.StringRecord("a"), kgo.StringRecord("b")).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txp.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		t.Fatalf("commit: %v", err)
-	}
+	transaction(ctx, t, txp, kgo.TryCommit, kgo.StringRecord("a"), kgo.StringRecord("b"))
 	cl := c.Client(t)
 	if got := partitionOffsets(t, cl, "t", 0); got != (offsets{0, 2, 0}) {
 		t.Fatalf("right after the commit: offsets %+v, want the marker still missing {0 2 0}", got)
@@ -104,15 +96,7 @@ func TestStrictMarkersAreAsynchronous(t *testing.T) {
 	}
 
 	// The producer carries on once the marker is there.
-	if err := txp.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txp.ProduceSync(ctx, kgo.StringRecord("c")).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txp.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		t.Fatal(err)
-	}
+	transaction(ctx, t, txp, kgo.TryAbort, kgo.StringRecord("c"))
 	waitOffsets(t, cl, "t", 0, offsets{0, 6, 6})
 	if got := layout(readLog(t, cl, "t", 0)); got != "ttdCtA" {
 		t.Fatalf("log %q, want ttdCtA", got)
@@ -128,15 +112,7 @@ func TestStrictMarkersLandByThemselves(t *testing.T) {
 	ctx := testCtx(t)
 	txp := c.Client(t, kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("t"))
 	for i := range 4 {
-		if err := txp.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		if err := txp.ProduceSync(ctx, kgo.StringRecord("a"), kgo.StringRecord("b")).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		if err := txp.EndTransaction(ctx, kgo.TransactionEndTry(i%2 == 0)); err != nil {
-			t.Fatal(err)
-		}
+		transaction(ctx, t, txp, kgo.TransactionEndTry(i%2 == 0), kgo.StringRecord("a"), kgo.StringRecord("b"))
 	}
 	cl := c.Client(t)
 	waitOffsets(t, cl, "t", 0, offsets{0, 12, 12})
@@ -155,9 +131,7 @@ func TestStrictEndTxnV5(t *testing.T) {
 
 func testStrictEndTxnV5(t *testing.T, brokers int) {
 	gate := make(chan struct{})
-	c := New(t, markerGate(gate), Brokers(brokers))
-	c.CreateTopic(t, "t", 1, nil)
-	cl := c.Client(t)
+	cl := clusterWithT(t, 1, markerGate(gate), Brokers(brokers))
 	x := newRawTxn(t, cl, "replay")
 	oldEpoch := x.epoch
 	x.mustAdd("t", 0)
@@ -189,9 +163,7 @@ func testStrictEndTxnV5(t *testing.T, brokers int) {
 // logs the transaction's completion only then; it is free afterwards.
 func TestStrictIdBusyAfterMarkersLand(t *testing.T) {
 	const delay = 400 * time.Millisecond // the id stays busy delay/4 after the marker
-	c := New(t, MarkerDelay(delay))
-	c.CreateTopic(t, "t", 1, nil)
-	cl := c.Client(t)
+	cl := clusterWithT(t, 1, MarkerDelay(delay))
 	x := newRawTxn(t, cl, "replay")
 	x.mustAdd("t", 0)
 	x.mustProduce("t", 0, kv("k", "v", 1000))
@@ -216,9 +188,7 @@ func TestStrictIdBusyAfterMarkersLand(t *testing.T) {
 // real broker; the retry then succeeds with a higher epoch.
 func TestStrictInitProducerIDFencesAsynchronously(t *testing.T) {
 	gate := make(chan struct{})
-	c := New(t, markerGate(gate))
-	c.CreateTopic(t, "t", 1, nil)
-	cl := c.Client(t)
+	cl := clusterWithT(t, 1, markerGate(gate))
 	x := newRawTxn(t, cl, "tx")
 	x.mustAdd("t", 0)
 	x.mustProduce("t", 0, kv("k", "v", 1))
@@ -255,10 +225,8 @@ func TestStrictInitProducerIDFencesAsynchronously(t *testing.T) {
 // EndTxns that write no marker are answered by kfake at once.
 func TestStrictEndTxnWithoutMarkerIsImmediate(t *testing.T) {
 	gate := make(chan struct{}) // never opened: nothing may wait on it
-	c := New(t, markerGate(gate))
+	cl := clusterWithT(t, 1, markerGate(gate))
 	defer close(gate)
-	c.CreateTopic(t, "t", 1, nil)
-	cl := c.Client(t)
 	x := newRawTxn(t, cl, "tx")
 
 	// Aborting an empty transaction (v5): epoch bump, no marker.
@@ -280,9 +248,7 @@ func TestStrictEndTxnWithoutMarkerIsImmediate(t *testing.T) {
 // An empty transaction with the partition added ends in a lone abort marker:
 // how the mirror fills gaps.
 func TestStrictLoneAbortMarker(t *testing.T) {
-	c := New(t)
-	c.CreateTopic(t, "t", 1, nil)
-	cl := c.Client(t)
+	cl := clusterWithT(t, 1)
 	mustProduce(t, cl, "t", 0, kv("k", "v", 1))
 	x := newRawTxn(t, cl, "filler")
 	for range 3 {
@@ -310,9 +276,7 @@ func TestStrictLoneAbortMarker(t *testing.T) {
 // is below the last one of its producer id on the partition is refused and not written;
 // markers at the same epochs are written again and again.
 func TestStrictWriteTxnMarkersEpochs(t *testing.T) {
-	c := New(t)
-	c.CreateTopic(t, "t", 1, nil)
-	cl := c.Client(t)
+	cl := clusterWithT(t, 1)
 	ctx := testCtx(t)
 	write := func(epoch int16, coordinatorEpoch int32) error {
 		m := kmsg.NewWriteTxnMarkersRequestMarker()
@@ -351,15 +315,7 @@ func TestLenientMarkersAreSynchronous(t *testing.T) {
 	c.CreateTopic(t, "t", 1, nil)
 	ctx := testCtx(t)
 	txp := c.Client(t, kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("t"))
-	if err := txp.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txp.ProduceSync(ctx, kgo.StringRecord("a")).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txp.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
+	transaction(ctx, t, txp, kgo.TryCommit, kgo.StringRecord("a"))
 	if got := partitionOffsets(t, c.Client(t), "t", 0); got != (offsets{0, 2, 2}) {
 		t.Fatalf("offsets %+v, want the marker written inside EndTxn", got)
 	}
@@ -472,9 +428,7 @@ func checkProduceValidation(t *testing.T, c *Cluster) {
 
 // Only the invalid partition of a request is refused.
 func TestStrictRejectsOnlyTheInvalidPartition(t *testing.T) {
-	c := New(t)
-	c.CreateTopic(t, "t", 2, nil)
-	cl := c.Client(t)
+	cl := clusterWithT(t, 2)
 	mustProduce(t, cl, "t", 1, kv("k", "first", 1))
 	rps := produceRawTo(t, cl, nil,
 		target{"t", 0, buildBatch(nil, batchSpec{})},
@@ -491,9 +445,7 @@ func TestStrictRejectsOnlyTheInvalidPartition(t *testing.T) {
 }
 
 func TestLenientAcceptsWhatStrictRejects(t *testing.T) {
-	c := New(t, Lenient())
-	c.CreateTopic(t, "t", 1, nil)
-	cl := c.Client(t)
+	cl := clusterWithT(t, 1, Lenient())
 	if rp := produceRaw(t, cl, "t", 0, buildBatch(nil, batchSpec{})); rp.ErrorCode != 0 {
 		t.Fatalf("lenient empty batch: %v, want kfake's acceptance", kerr.ErrorForCode(rp.ErrorCode))
 	}

@@ -16,18 +16,22 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
-// groupMirror mirrors topic with group offset sync on but a period far too long to help:
-// only the stop's own final sync can carry a commit made just before it.
-func groupMirror(t *testing.T, src, dst *kafkatest.Cluster, topic string) *Engine {
+// groupMirror mirrors topic "orders" (2 partitions, n numbered records) with group offset
+// sync on but a period far too long to help: only the stop's own final sync can carry a
+// commit made just before it.
+func groupMirror(t *testing.T, n int) (src, dst *kafkatest.Cluster, e *Engine) {
 	t.Helper()
-	e := openEngine(t, dst)
+	src, dst = kafkatest.Pair(t)
+	src.CreateTopic(t, "orders", 2, nil)
+	produceNumbered(t, src, "orders", 0, n)
+	e = openEngine(t, dst)
 	if _, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "m", Source: sourceOf(src),
 		Sync: mirrorstate.SyncSettings{Interval: 24 * time.Hour, ConsumerGroups: true}}); err != nil {
 		t.Fatal(err)
 	}
-	start(t, e, "m", topic, "fail")
-	waitState(t, e, "m", topic, 2, partitionstate.StateMirroring)
-	return e
+	start(t, e, "m", "orders", "fail")
+	waitState(t, e, "m", "orders", 2, partitionstate.StateMirroring)
+	return src, dst, e
 }
 
 // continuesExactly checks that group, moved to dst, reads exactly the records it had not
@@ -58,10 +62,7 @@ func produceNumbered(t *testing.T, c *kafkatest.Cluster, topic string, from, n i
 }
 
 func TestEngineFailoverSyncsGroupOffsetsAfterTheLastRecord(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "orders", 2, nil)
-	produceNumbered(t, src, "orders", 0, 100)
-	e := groupMirror(t, src, dst, "orders")
+	src, dst, e := groupMirror(t, 100)
 	read := kafkatest.Values(src.ConsumeAndCommit(t, "billing", "orders", 37)) // mid-stream, after the sync's first cycle
 	produceNumbered(t, src, "orders", 100, 20)
 	kafkatest.WaitIdentical(t, src, dst, "orders", kafkatest.IdenticalWithin)
@@ -91,10 +92,7 @@ func TestEngineFailoverSyncsGroupOffsetsAfterTheLastRecord(t *testing.T) {
 }
 
 func TestEnginePromoteWaitsForLagZeroThenStops(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "orders", 2, nil)
-	produceNumbered(t, src, "orders", 0, 60)
-	e := groupMirror(t, src, dst, "orders")
+	src, dst, e := groupMirror(t, 60)
 	read := kafkatest.Values(src.ConsumeAndCommit(t, "billing", "orders", 25))
 	produceNumbered(t, src, "orders", 60, 40) // still being copied when the promote starts
 
@@ -112,10 +110,7 @@ func TestEnginePromoteWaitsForLagZeroThenStops(t *testing.T) {
 
 // A promote that cannot finish stops nothing and says why, per partition.
 func TestEnginePromoteRefusals(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "orders", 2, nil)
-	produceNumbered(t, src, "orders", 0, 10)
-	e := groupMirror(t, src, dst, "orders")
+	src, _, e := groupMirror(t, 10)
 	topicCmd(t, e.PauseMirrorTopics, "m", "orders")
 	waitState(t, e, "m", "orders", 2, partitionstate.StatePaused)
 	produceNumbered(t, src, "orders", 10, 10)

@@ -19,12 +19,7 @@ import (
 // and a partition whose sessions keep failing is reported stalled; once the source answers
 // again, everything is identical with nobody acting.
 func TestEngineSourceBlackhole(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "orders", 2, nil)
-	prod := src.ManualProducer(t)
-	for p := range int32(2) {
-		kafkatest.ProduceSync(t, prod, kafkatest.Records("orders", p, 50, "before")...)
-	}
+	src, dst, prod := sourceTopic(t, "orders", 2, 50, "before")
 	proxy := kafkatest.NewProxy(t, src)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

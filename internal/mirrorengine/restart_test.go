@@ -15,16 +15,24 @@ import (
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 )
 
+// sourceTopic starts a source and a destination cluster, creates topic on the source and
+// writes n records tagged tag into each of its partitions.
+func sourceTopic(t *testing.T, topic string, partitions int32, n int, tag string) (src, dst *kafkatest.Cluster, prod *kgo.Client) {
+	t.Helper()
+	src, dst = kafkatest.Pair(t)
+	src.CreateTopic(t, topic, partitions, nil)
+	prod = src.ManualProducer(t)
+	for p := range partitions {
+		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, p, n, tag)...)
+	}
+	return src, dst, prod
+}
+
 // mirrored mirrors topic "t", with n records in each of its partitions, through mirror "m"
 // until the destination is identical.
 func mirrored(t *testing.T, partitions int32, n int) (src, dst *kafkatest.Cluster, e *Engine, prod *kgo.Client) {
 	t.Helper()
-	src, dst = kafkatest.Pair(t)
-	src.CreateTopic(t, "t", partitions, nil)
-	prod = src.ManualProducer(t)
-	for p := range partitions {
-		kafkatest.ProduceSync(t, prod, kafkatest.Records("t", p, n, "first")...)
-	}
+	src, dst, prod = sourceTopic(t, "t", partitions, n, "first")
 	e = openEngine(t, dst)
 	createMirror(t, e, "m", src)
 	start(t, e, "m", "t", "")
@@ -188,11 +196,7 @@ func TestEngineRecreateOnlyAfterEveryPartitionStopped(t *testing.T) {
 // A partition that does not stop writing in time (here: stuck in PREPARING) makes
 // "recreate" refuse without deleting anything; started again once it settled, it recreates.
 func TestEngineRecreateRefusedWhileAPartitionIsBusy(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "t", 2, nil)
-	for p := range int32(2) {
-		kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("t", p, 20, "a")...)
-	}
+	src, dst, _ := sourceTopic(t, "t", 2, 20, "a")
 	dst.CreateTopic(t, "t", 2, nil)
 	kafkatest.ProduceSync(t, dst.ManualProducer(t), kafkatest.Records("t", 0, 3, "foreign")...) // never mirrored
 

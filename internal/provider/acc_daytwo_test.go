@@ -67,6 +67,21 @@ func saslBlock(password string, version int) string {
 	return fmt.Sprintf("{\n      mechanism = \"SCRAM-SHA-256\"\n      username  = \"admin\"\n      %s\n    }", secret)
 }
 
+// saslMirrorConfig is the provider block and the cluster mirror res, named name, of the
+// source at bootstrap with the sasl attribute sasl and the further attributes rest.
+func (w *testWorker) saslMirrorConfig(res, name string, bootstrap []string, sasl, rest string) string {
+	return w.providerBlock("") + fmt.Sprintf(`
+resource "kafkamirror_cluster_mirror" %q {
+  name   = %q
+  source = {
+    bootstrap_servers = %s
+    sasl = %s
+  }
+  %s
+}
+`, res, name, hclList(bootstrap), sasl, rest)
+}
+
 // TestAccReadmePattern_plansInOneStep: the README's pattern, for_each over the cluster
 // mirror's source_topics, plans and applies in one step on day one (no -target), and again
 // after in-place changes of the mirror (sync interval, password rotation, bootstrap
@@ -85,17 +100,8 @@ func TestAccReadmePattern_plansInOneStep(t *testing.T) {
 	otherName := []string{strings.Replace(src.Addrs()[0], "127.0.0.1", "localhost", 1)}
 
 	mirror := func(version int, interval string, bootstrap []string) string {
-		return w.providerBlock("") + fmt.Sprintf(`
-resource "kafkamirror_cluster_mirror" "primary" {
-  name = "primary-to-dr"
-  source = {
-    bootstrap_servers = %s
-    sasl = %s
-  }
-  sync                  = { interval = %q }
-  source_topics_pattern = "^app\\."
-}
-`, hclList(bootstrap), saslBlock(password, version), interval)
+		return w.saslMirrorConfig("primary", "primary-to-dr", bootstrap, saslBlock(password, version), fmt.Sprintf(`sync                  = { interval = %q }
+  source_topics_pattern = "^app\\."`, interval))
 	}
 	config := func(version int, interval string, bootstrap []string) string {
 		return mirror(version, interval, bootstrap) + `
@@ -422,16 +428,7 @@ func TestAccClusterMirror_wrongPassword(t *testing.T) {
 	accTest(t)
 	src, _, w := saslSource(t, "right-Pa55-7c2a")
 	config := func(pattern string) string {
-		return w.providerBlock("") + fmt.Sprintf(`
-resource "kafkamirror_cluster_mirror" "m" {
-  name   = "m"
-  source = {
-    bootstrap_servers = %s
-    sasl = %s
-  }
-  %s
-}
-`, hclList(src.Addrs()), saslBlock("wrong-Pa55-7c2a", 1), pattern)
+		return w.saslMirrorConfig("m", "m", src.Addrs(), saslBlock("wrong-Pa55-7c2a", 1), pattern)
 	}
 	start := time.Now()
 	resource.Test(t, resource.TestCase{

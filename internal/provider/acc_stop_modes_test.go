@@ -191,10 +191,8 @@ func stopModeMovesGroup(t *testing.T, mode string) {
 // plan is empty. Out-of-range promote timeouts fail at plan time.
 func TestAccMirrorTopic_promoteRefused(t *testing.T) {
 	accTest(t)
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "orders", 2, nil)
+	src, _, w, _ := ordersMirror(t, 2)
 	kafkatest.ProduceKeyed(t, src.Client(t), "orders", 0, 20)
-	w := startWorker(t, dst)
 	promote := []string{`stop_mode       = "promote"`, `promote_timeout = "1s"`}
 	rec := &planRecorder{}
 	resource.Test(t, resource.TestCase{
