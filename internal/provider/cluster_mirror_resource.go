@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -332,12 +333,7 @@ func (r *ClusterMirrorResource) Create(ctx context.Context, req resource.CreateR
 		return
 	}
 	tflog.Info(ctx, "created cluster mirror", map[string]any{"source_cluster_id": m.SourceClusterID})
-	r.setFromRemote(ctx, &plan, m, &resp.Diagnostics)
-	r.listIfUnknown(ctx, client, &plan, &resp.Diagnostics)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	r.saveApplied(ctx, client, plan, m, &resp.State, &resp.Diagnostics)
 }
 
 // ModifyPlan plans source_topics. A plan that creates the mirror has the worker list the
@@ -392,6 +388,17 @@ func (r *ClusterMirrorResource) planned(names []string, err error, plan clusterM
 		return types.ListUnknown(types.StringType)
 	}
 	return stringList(names)
+}
+
+// saveApplied stores the mirror a create or update left on the worker, with source_topics
+// listed when the plan could not list them.
+func (r *ClusterMirrorResource) saveApplied(ctx context.Context, client *api.Client, plan clusterMirrorResourceModel, m *api.Mirror, state *tfsdk.State, diags *diag.Diagnostics) {
+	r.setFromRemote(ctx, &plan, m, diags)
+	r.listIfUnknown(ctx, client, &plan, diags)
+	if diags.HasError() {
+		return
+	}
+	diags.Append(state.Set(ctx, plan)...)
 }
 
 // listIfUnknown fills source_topics after an apply whose plan could not list them.
@@ -523,12 +530,7 @@ func (r *ClusterMirrorResource) Update(ctx context.Context, req resource.UpdateR
 		return
 	}
 	tflog.Info(ctx, "updated cluster mirror")
-	r.setFromRemote(ctx, &plan, m, &resp.Diagnostics)
-	r.listIfUnknown(ctx, client, &plan, &resp.Diagnostics)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	r.saveApplied(ctx, client, plan, m, &resp.State, &resp.Diagnostics)
 }
 
 func (r *ClusterMirrorResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
