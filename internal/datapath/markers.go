@@ -92,6 +92,7 @@ func (s *session) writeLoneMarkers(ctx context.Context, n int64, commit bool) (i
 	s.next = at + written
 	s.uncheckedMarkers += written
 	s.cfg.Observer.LoneMarkers(MarkersByWriteTxnMarkers, written)
+	s.mirroredMarkers(written)
 	return written, nil
 }
 

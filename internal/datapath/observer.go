@@ -5,7 +5,8 @@ import "time"
 // Observer receives the engine's measurements; the worker turns them into metrics. The
 // engine stays free of any metrics library. Methods must be cheap and safe for concurrent use.
 type Observer interface {
-	// Mirrored counts records (offsets) and bytes written to a destination partition.
+	// Mirrored counts offsets written to a destination partition (records, fillers and
+	// markers: each takes one) and the bytes of the batches produced.
 	Mirrored(mirror, topic string, partition int32, records, bytes int64)
 	// FetchLatency and ProduceLatency time one request to the source or destination.
 	FetchLatency(d time.Duration)

@@ -922,7 +922,16 @@ func (s *session) endTxn(ctx context.Context, t *replayTxn, commit bool) error {
 	if err := s.finishTxn(ctx, t, commit); err != nil {
 		return err
 	}
-	return s.awaitMarker(ctx, at, 1)
+	if err := s.awaitMarker(ctx, at, 1); err != nil {
+		return err
+	}
+	s.mirroredMarkers(1)
+	return nil
+}
+
+// mirroredMarkers counts n markers written as mirrored offsets: each takes one.
+func (s *session) mirroredMarkers(n int64) {
+	s.cfg.Observer.Mirrored(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition, n, 0)
 }
 
 // finishTxn ends t (EndTxn), which makes its coordinator write the marker, and moves t to the
@@ -1017,6 +1026,7 @@ func (s *session) gapMarkers(ctx context.Context, n int64) error {
 			return err
 		}
 		s.cfg.Observer.LoneMarkers(MarkersByEndTxn, int64(round))
+		s.mirroredMarkers(int64(round))
 		n -= int64(round)
 	}
 	return nil
