@@ -76,12 +76,19 @@ type Engine struct {
 	runners map[partitionKey]*runner
 	syncers map[string]*runningSync                            // by mirror name
 	looks   map[partitionKey]*rounds.Rounds[int32, *topicLook] // PREPARING's looks, by mirror and topic (partition 0)
+	// readOnly creates the read-only ACLs of the topics whose partitions start fetching.
+	readOnly rounds.Rounds[string, map[string]error]
 	// storeDown is why the destination did not answer a command's check of __mirror_state
 	// at storeDownAt; empty when it answered.
 	storeDown   string
 	storeDownAt time.Time
 	place       placement // with a Placement only
 }
+
+// spawnRound runs the loop of a round of requests that serves runners. Close waits for a
+// round under way: it may open the source client. The asker is a runner, so the wait group
+// is above zero here.
+func (e *Engine) spawnRound(f func()) { e.wg.Go(f) }
 
 type partitionKey struct {
 	mirror, topic string
@@ -133,6 +140,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		ctx: runCtx, cancel: cancel, sources: map[string]*kgo.Client{}, runners: map[partitionKey]*runner{},
 		syncers: map[string]*runningSync{}, looks: map[partitionKey]*rounds.Rounds[int32, *topicLook]{}, place: newPlacement(),
 	}
+	e.readOnly.Run, e.readOnly.Spawn = e.createReadOnlyACLs, e.spawnRound
 	for _, m := range store.Mirrors() {
 		e.startSyncer(m.Name)
 		e.resumeTopics(ctx, m.Name)

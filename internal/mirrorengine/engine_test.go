@@ -181,31 +181,54 @@ func TestEngineMirrorPauseResumeStop(t *testing.T) {
 	}
 }
 
+// Mirrored topics are read-only on the destination while they are mirrored: the partitions
+// of two topics started by one command share CREATE ACL rounds, and each topic gets its own
+// ACL, lifted when that topic stops.
 func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
 	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"), kafkatest.User("app", "app-secret"))
-	src.CreateTopic(t, "payments", 1, nil)
-	kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records("payments", 0, 20, "p")...)
+	topics := map[string]int{"payments": 3, "refunds": 2}
+	for topic, partitions := range topics {
+		src.CreateTopic(t, topic, int32(partitions), nil)
+		for p := range int32(partitions) {
+			kafkatest.ProduceSync(t, src.ManualProducer(t), kafkatest.Records(topic, p, 20, "p")...)
+		}
+	}
 	e := openEngine(t, dst)
 	if _, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "a-to-b", Source: mirrorstate.SourceConnection{
 		BootstrapServers: src.Addrs(), SASL: &mirrorstate.SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin-secret"},
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	start(t, e, "a-to-b", "payments", "")
-	waitState(t, e, "a-to-b", "payments", 1, partitionstate.StateMirroring)
-	kafkatest.WaitIdentical(t, src, dst, "payments", kafkatest.IdenticalWithin)
+	res, err := e.StartMirrorTopics(context.Background(), "a-to-b", []string{"payments", "refunds"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("start %s: %v", r.Topic, r.Err)
+		}
+	}
+	for topic, partitions := range topics {
+		waitState(t, e, "a-to-b", topic, partitions, partitionstate.StateMirroring)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+	}
 
-	// The application may write the topic by its own ACLs, yet not while it is mirrored.
-	acl := kadm.NewACLs().Allow("User:app").AllowHosts("*").Topics("payments").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite, kadm.OpDescribe)
+	// The application may write the topics by its own ACLs, yet not while they are mirrored.
+	acl := kadm.NewACLs().Allow("User:app").AllowHosts("*").Topics("payments", "refunds").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite, kadm.OpDescribe)
 	dst.CreateACLs(t, acl)
-	appWrite := func() error { return dst.ProduceAs(t, "app", "app-secret", "payments", []byte("app")) }
-	if err := appWrite(); err == nil {
-		t.Fatal("the application wrote to a mirrored topic")
+	appWrite := func(topic string) error { return dst.ProduceAs(t, "app", "app-secret", topic, []byte("app")) }
+	for topic := range topics {
+		if err := appWrite(topic); err == nil {
+			t.Fatalf("the application wrote to mirrored topic %s", topic)
+		}
 	}
 	topicCmd(t, e.StopMirrorTopics, "a-to-b", "payments")
-	waitState(t, e, "a-to-b", "payments", 1, partitionstate.StateStopped)
-	if err := appWrite(); err != nil {
+	waitState(t, e, "a-to-b", "payments", topics["payments"], partitionstate.StateStopped)
+	if err := appWrite("payments"); err != nil {
 		t.Fatalf("the application cannot write after failover: %v", err)
+	}
+	if err := appWrite("refunds"); err == nil {
+		t.Fatal("the application wrote to refunds, still mirrored, after payments failed over")
 	}
 }
 

@@ -61,16 +61,8 @@ func (e *Engine) lookAt(ctx context.Context, k partitionKey) (*topicLook, error)
 	rs := e.looks[key]
 	if rs == nil {
 		rs = &rounds.Rounds[int32, *topicLook]{
-			Run: func(ps []int32) *topicLook { return e.look(e.ctx, key.mirror, key.topic, ps) },
-			// Close waits for a round under way: it may open the source client. The asker
-			// is a runner, so the wait group is above zero here.
-			Spawn: func(f func()) {
-				e.wg.Add(1)
-				go func() {
-					defer e.wg.Done()
-					f()
-				}()
-			},
+			Run:   func(ps []int32) *topicLook { return e.look(e.ctx, key.mirror, key.topic, ps) },
+			Spawn: e.spawnRound,
 		}
 		e.looks[key] = rs
 	}

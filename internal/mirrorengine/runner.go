@@ -263,7 +263,7 @@ func (r *runner) startFetching() error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.e.enforceReadOnly(r.ctx, r.key.topic); err != nil {
+	if err := r.e.enforceReadOnly(r.ctx, r.key.topic); err != nil {
 		return err
 	}
 	rec, _ := r.e.store.Mirror(r.key.mirror)
