@@ -418,12 +418,6 @@ func (s *session) begin(ctx context.Context) error {
 		*p = Progress{SourceLogStart: srcStart, SourceHighWatermark: srcEnd, DestinationEnd: dstEnd}
 		m.ceiling, m.ceilingSince = dstEnd, began
 	})
-	if s.idem.ID < 0 {
-		id := s.txnPrefix() + dataTxnSuffix
-		if s.idem, err = m.dst.InitProducerID(ctx, &id, int32(s.txnTimeout.Milliseconds())); err != nil {
-			return err
-		}
-	}
 	m.log.Debug("partition mirror session started", "destination_end", dstEnd, "source_log_start", srcStart, "source_high_watermark", srcEnd)
 	return nil
 }
@@ -669,6 +663,9 @@ func (s *session) execute(ctx context.Context, w write) error {
 		return s.loneMarker(ctx, w.commit)
 	}
 	if !w.txn {
+		if err := s.initDataProducer(ctx); err != nil {
+			return err
+		}
 		batch, err := s.encode(w, s.idem)
 		if err != nil {
 			return err
@@ -750,6 +747,9 @@ func (s *session) moveLogStart(ctx context.Context, srcLogStart int64) error {
 const fillerBatchRecords = 250_000
 
 func (s *session) sendFiller(ctx context.Context, n int64) error {
+	if err := s.initDataProducer(ctx); err != nil {
+		return err
+	}
 	for n > 0 {
 		batch, err := s.fillerFor(n)
 		if err != nil {
@@ -787,6 +787,23 @@ func (s *session) fillerFor(n int64) ([]byte, error) {
 		// Shrink in proportion, with a margin for compression that does not scale linearly.
 		m.fillerRecords = max(1, int(int64(size)*int64(limit)/int64(len(batch))*9/10))
 	}
+}
+
+// initDataProducer gives the session the producer id of its plain data unless it adopted an
+// earlier session's, on its first write of plain data rather than at the start: a partition
+// with nothing to copy starts without a round trip to the transaction coordinator, and a
+// thousand partitions starting at once do not queue behind one another there.
+func (s *session) initDataProducer(ctx context.Context) error {
+	if s.idem.ID >= 0 {
+		return nil
+	}
+	id := s.txnPrefix() + dataTxnSuffix
+	p, err := s.m.dst.InitProducerID(ctx, &id, int32(s.txnTimeout.Milliseconds()))
+	if err != nil {
+		return err
+	}
+	s.idem = p
+	return nil
 }
 
 // sendIdempotent pipelines a batch produced with the session's idempotent producer id:

@@ -25,11 +25,12 @@ import (
 
 // mirrorRun is a set of partition mirrors running in the background.
 type mirrorRun struct {
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	errs    map[int32]error
-	mirrors []*PartitionMirror
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	errs     map[int32]error
+	mirrors  []*PartitionMirror
+	sessions *atomic.Int64 // the mirrors' sessions that started copying
 }
 
 // mirroredTopic starts a source and a destination kfake cluster holding topic alike and
@@ -71,7 +72,9 @@ func startMirrorClients(parent context.Context, t *testing.T, sc, dc *kgo.Client
 func startMirrorConfig(parent context.Context, t *testing.T, sc, dc *kgo.Client, cfg PartitionConfig, partitions int32) *mirrorRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(parent)
-	r := &mirrorRun{cancel: cancel, errs: map[int32]error{}}
+	sessions := countSessions(cfg.Observer)
+	cfg.Observer = sessions
+	r := &mirrorRun{cancel: cancel, errs: map[int32]error{}, sessions: &sessions.n}
 	for p := range partitions {
 		cfg.Partition = p
 		m := NewPartitionMirror(sc, dc, cfg)
@@ -527,13 +530,22 @@ func countRequests(c *kafkatest.Cluster, key kmsg.Key, match func(kmsg.Request) 
 	return &n
 }
 
-// sessionStarts counts mirror sessions on a kfake destination: each initializes (bumps) the
-// partition's data producer, since kfake's DescribeProducers never lists it.
-func sessionStarts(dst *kafkatest.Cluster) *atomic.Int64 {
-	return countRequests(dst, kmsg.InitProducerID, func(req kmsg.Request) bool {
-		id := req.(*kmsg.InitProducerIDRequest).TransactionalID
-		return id != nil && strings.HasSuffix(*id, "."+dataTxnSuffix)
-	})
+// sessionCounter counts the sessions that start copying and passes every report on.
+type sessionCounter struct {
+	Observer
+	n atomic.Int64
+}
+
+func countSessions(next Observer) *sessionCounter {
+	if next == nil {
+		next = NopObserver{}
+	}
+	return &sessionCounter{Observer: next}
+}
+
+func (c *sessionCounter) SessionStarted(mirror, topic string, partition int32) {
+	c.n.Add(1)
+	c.Observer.SessionStarted(mirror, topic, partition)
 }
 
 // requireOneSession fails the test unless sessions counted exactly one mirror session.
@@ -655,14 +667,13 @@ func TestMirrorCompactedCompressedTopic(t *testing.T) {
 						}
 					}
 					slowProduces(dst, 40*time.Millisecond)
-					sessions := sessionStarts(dst)
 
 					run := startMirror(t, src, dst, "compacted", 2, true)
 					kafkatest.WaitIdentical(t, src, dst, "compacted", kafkatest.IdenticalWithin)
 					produceRounds(t, prod, "compacted", 1, keyRange("b", 0, 5))
 					kafkatest.WaitIdentical(t, src, dst, "compacted", kafkatest.IdenticalWithin)
 					run.stop(t)
-					if n := sessions.Load(); n != 2 {
+					if n := run.sessions.Load(); n != 2 {
 						t.Fatalf("%d mirror sessions for 2 partitions: a session ended on the way", n)
 					}
 				})
@@ -738,7 +749,6 @@ func TestMirrorEmptyFetchAnswers(t *testing.T) {
 	src, dst, prod := mirroredTopic(t, "tiered", 1, nil, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("tiered", 0, 50, "a")...)
 	empty := src.EmptyFetches(t, "tiered", 0, 5)
-	sessions := sessionStarts(dst)
 
 	run := startMirror(t, src, dst, "tiered", 1, true)
 	empty.Wait(t, kafkatest.IdenticalWithin)
@@ -754,7 +764,7 @@ func TestMirrorEmptyFetchAnswers(t *testing.T) {
 	empty.Wait(t, kafkatest.IdenticalWithin)
 	kafkatest.WaitIdentical(t, src, dst, "tiered", kafkatest.IdenticalWithin)
 	run.stop(t)
-	requireOneSession(t, sessions)
+	requireOneSession(t, run.sessions)
 }
 
 // A throttled fetch answers with no partitions: the mirror waits and asks again, in the same
@@ -763,13 +773,12 @@ func TestMirrorThrottledFetches(t *testing.T) {
 	src, dst, prod := mirroredTopic(t, "throttled", 1, nil)
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("throttled", 0, 50, "a")...)
 	throttled := src.ThrottleFetches(t, "throttled", 0, 3, 30*time.Millisecond)
-	sessions := sessionStarts(dst)
 
 	run := startMirror(t, src, dst, "throttled", 1, true)
 	throttled.Wait(t, kafkatest.IdenticalWithin)
 	kafkatest.WaitIdentical(t, src, dst, "throttled", kafkatest.IdenticalWithin)
 	run.stop(t)
-	requireOneSession(t, sessions)
+	requireOneSession(t, run.sessions)
 }
 
 // A coordinator keeps a transactional id busy a little after its markers land: the mirror's
@@ -791,11 +800,11 @@ func TestMirrorRetriesConcurrentTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sessions := sessionStarts(dst)
+	sessions := countSessions(nil)
 	// Strict mode answers a busy id itself, before any control of the test sees the request:
 	// count what the mirror's client writes.
 	adds := &writeCounter{key: int16(kmsg.AddPartitionsToTxn)}
-	m := NewPartitionMirror(src.Client(t), dst.Client(t, kgo.WithHooks(adds)), PartitionConfig{Mirror: "m1", Topic: "busy", FirstStart: true})
+	m := NewPartitionMirror(src.Client(t), dst.Client(t, kgo.WithHooks(adds)), PartitionConfig{Mirror: "m1", Topic: "busy", FirstStart: true, Observer: sessions})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- m.Run(runCtx) }()
@@ -804,7 +813,7 @@ func TestMirrorRetriesConcurrentTransactions(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	requireOneSession(t, sessions)
+	requireOneSession(t, &sessions.n)
 	if n := adds.n.Load(); n <= txns {
 		t.Fatalf("%d AddPartitionsToTxn for %d transactions: none was answered CONCURRENT_TRANSACTIONS, the test shows nothing", n, txns)
 	}

@@ -292,7 +292,6 @@ func TestMirrorGroupsProducesByDestinationLeader(t *testing.T) {
 		}
 		return len(waiting) == partitions
 	}, "wide")
-	sessions := sessionStarts(dst)
 	counter := &produceCounter{}
 	run := startMirrorConfig(context.Background(), t, src.Client(t), dc,
 		PartitionConfig{Mirror: "m1", Topic: "wide", FirstStart: true, ProduceRequestsInFlight: 1, Observer: counter}, partitions)
@@ -313,7 +312,7 @@ func TestMirrorGroupsProducesByDestinationLeader(t *testing.T) {
 	if n := counter.requests.Load(); n != int64(len(reqs)) || counter.partitions.Load() != int64(batches) {
 		t.Fatalf("observer counted %d requests of %d batches, the destination received %d of %d", n, counter.partitions.Load(), len(reqs), batches)
 	}
-	if n := sessions.Load(); n != partitions {
+	if n := run.sessions.Load(); n != partitions {
 		t.Fatalf("%d mirror sessions for %d partitions, want one each (an out-of-order sequence restarts one)", n, partitions)
 	}
 }

@@ -50,13 +50,12 @@ func TestSessionStartsShareClusterWideRequests(t *testing.T) {
 	for i, c := range counts {
 		seen[i] = countRequests(c.c, c.key, nil)
 	}
-	started := sessionStarts(dst)
 	cfg.FirstStart = false
 	run = startMirrorConfig(context.Background(), t, src.Client(t), dst.Client(t), cfg, partitions)
 	deadline := time.Now().Add(30 * time.Second)
-	for started.Load() < partitions {
+	for run.sessions.Load() < partitions {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d sessions started", started.Load(), partitions)
+			t.Fatalf("%d of %d sessions started", run.sessions.Load(), partitions)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
