@@ -204,6 +204,7 @@ var figureRows = []row{
 	{"MirrorMaker 2, uncompressed (MiB/s)", "", "throughput", formatted("%.1f", "mm2.none")},
 	{"source log bytes per batch, zstd / uncompressed (KiB)", "", "throughput", formatted("%.0f / %.0f", "batch.zstd", "batch.none")},
 	{"one busy + 7 idle: p50 (ms)", "", "busy", formatted("%.0f", "busy.p50")},
+	{"idle partitions: first record right after all MIRRORING picked up after (ms)", "", "idle", formatted("%.0f", "idle.first")},
 	{"idle pickups not seen within the wait", "", "idle", formatted("%.0f", "idle.missing")},
 	{"compacted topic: offsets / holes", "", "compacted", formatted("%.0f / %.0f", "compacted.offsets", "compacted.holes")},
 	{"compacted topic: offsets per second from the first copied (no start-up)", "", "compacted", formatted("%.0f", "compacted.copy_rate")},
