@@ -181,7 +181,10 @@ type Producer struct {
 // Rewrite makes a contiguous source batch ready to produce to the destination, in
 // place: offsets reassigned by the broker from zero, the source producer replaced by ours,
 // LogAppendTime cleared (a client may not send it; records keep their create times), and a
-// new CRC. The compressed payload stays untouched.
+// new CRC. The compressed payload stays untouched. b must have passed Check: the CRC of a
+// batch of crcUpdateFrom bytes or more is updated from the header bytes that change rather
+// than computed over the whole batch again (a wrong one would stay wrong, and the
+// destination refuse the batch as corrupt).
 func Rewrite(b Batch, as Producer, transactional bool) []byte {
 	attrs := b.Attributes() &^ (AttrLogAppendTime | AttrTransactional)
 	if transactional {
@@ -189,13 +192,80 @@ func Rewrite(b Batch, as Producer, transactional bool) []byte {
 	}
 	binary.BigEndian.PutUint64(b[OffBaseOffset:], 0)
 	binary.BigEndian.PutUint32(b[OffLeaderEpoch:], 0xffffffff)
+	var was [rewrittenEnd - OffAttributes]byte
+	copy(was[:], b[OffAttributes:rewrittenEnd])
 	binary.BigEndian.PutUint16(b[OffAttributes:], uint16(attrs))
 	binary.BigEndian.PutUint64(b[OffProducerID:], uint64(as.ID))
 	binary.BigEndian.PutUint16(b[OffProducerEpoch:], uint16(as.Epoch))
 	binary.BigEndian.PutUint32(b[OffBaseSequence:], uint32(as.Sequence))
-	binary.BigEndian.PutUint32(b[OffCRC:], crc32.Checksum(b[OffAttributes:], Castagnoli))
+	if len(b) < crcUpdateFrom {
+		binary.BigEndian.PutUint32(b[OffCRC:], crc32.Checksum(b[OffAttributes:], Castagnoli))
+		return b
+	}
+	for i := range was {
+		was[i] ^= b[OffAttributes+i]
+	}
+	crc := binary.BigEndian.Uint32(b[OffCRC:]) ^ crcUpdate(was[:], len(b)-rewrittenEnd)
+	binary.BigEndian.PutUint32(b[OffCRC:], crc)
 	return b
 }
+
+// rewrittenEnd ends the CRC-covered header bytes Rewrite changes (attributes to base
+// sequence).
+const rewrittenEnd = OffRecordCount
+
+// crcUpdateFrom is the batch size from which updating the CRC costs less than computing it
+// again (~0.3 µs against ~50 ns per KiB: BenchmarkRewrite).
+const crcUpdateFrom = 6 << 10
+
+// crcUpdate is what the CRC-32C of a message changes by when delta is XORed into it at
+// n bytes before its end. A CRC is affine in the message, so for messages of equal length
+// crc(a) ^ crc(b) is the register-only CRC (no initial or final inversion) of a ^ b; that
+// of delta followed by n zero bytes is delta's, shifted through n zero bytes.
+func crcUpdate(delta []byte, n int) uint32 {
+	crc := ^crc32.Update(^uint32(0), Castagnoli, delta) // register-only: Update inverts on entry and exit
+	for k := 0; n > 0; k, n = k+1, n>>1 {
+		if n&1 != 0 {
+			crc = zeroBytes[k].times(crc)
+		}
+	}
+	return crc
+}
+
+// gf2Matrix is a linear map of 32-bit CRC registers over GF(2): column i is the image of bit i.
+type gf2Matrix [32]uint32
+
+func (m *gf2Matrix) times(v uint32) (sum uint32) {
+	for i := 0; v != 0; i, v = i+1, v>>1 {
+		if v&1 != 0 {
+			sum ^= m[i]
+		}
+	}
+	return sum
+}
+
+func (m *gf2Matrix) squared() (sq gf2Matrix) {
+	for i := range m {
+		sq[i] = m.times(m[i])
+	}
+	return sq
+}
+
+// zeroBytes[k] feeds 2^k zero bytes through a CRC-32C register (zlib's crc32_combine).
+var zeroBytes = func() (ops [64]gf2Matrix) {
+	var bit gf2Matrix   // one zero bit: shift right, folding the polynomial in on a carry
+	bit[0] = 0x82f63b78 // Castagnoli, reversed
+	for i := 1; i < 32; i++ {
+		bit[i] = 1 << (i - 1)
+	}
+	two := bit.squared()
+	four := two.squared()
+	ops[0] = four.squared()
+	for k := 1; k < len(ops); k++ {
+		ops[k] = ops[k-1].squared()
+	}
+	return ops
+}()
 
 // minRecordLen is the smallest encoded record: one byte each for the length, attributes,
 // timestamp delta, offset delta, key length, value length and header count.

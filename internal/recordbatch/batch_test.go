@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -58,6 +60,21 @@ func TestRewriteBatchKeepsPayloadAndRewritesProducer(t *testing.T) {
 		// The source batch is untouched.
 		if src.BaseOffset() != 500 || src.ProducerID() != 42 {
 			t.Fatal("source batch modified")
+		}
+	}
+}
+
+// Rewrite updates the CRC from the header bytes it changes: for every batch size (the
+// update shifts through as many zero bytes as follow the header) and any producer and
+// attributes, the CRC is the one computed over the whole rewritten batch.
+func TestRewriteUpdatesTheCRC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 2, 3, 7, 64, 255, 1000, 5000} {
+		for _, codec := range []int16{0, 4} {
+			src := batchtest.Source(t, 77, codec, batchtest.Records(n, 1), rng.Int64(), int16(rng.IntN(2))*recordbatch.AttrTransactional|int16(rng.IntN(2))*recordbatch.AttrLogAppendTime)
+			as := recordbatch.Producer{ID: rng.Int64(), Epoch: int16(rng.Uint32()), Sequence: rng.Int32()}
+			out := recordbatch.Rewrite(bytes.Clone(src), as, rng.IntN(2) == 0)
+			batchtest.CheckCRC(t, out)
 		}
 	}
 }
@@ -439,4 +456,24 @@ func BenchmarkFillerEncoding(b *testing.B) {
 			recordbatch.Compress(4, recordbatch.FillerRecords(n, nil))
 		}
 	})
+}
+
+// BenchmarkRewrite times readying a source batch for the destination against the CRC-32C
+// over the whole batch that it used to compute.
+func BenchmarkRewrite(b *testing.B) {
+	for _, n := range []int{10, 300, 10_000} {
+		batch := batchtest.Source(b, 0, 0, batchtest.Records(n, 1), 5, 0)
+		b.Run(fmt.Sprintf("%dKiB/rewrite", len(batch)>>10), func(b *testing.B) {
+			b.SetBytes(int64(len(batch)))
+			for i := range b.N {
+				recordbatch.Rewrite(batch, recordbatch.Producer{ID: 9, Sequence: int32(i)}, false)
+			}
+		})
+		b.Run(fmt.Sprintf("%dKiB/whole-crc", len(batch)>>10), func(b *testing.B) {
+			b.SetBytes(int64(len(batch)))
+			for range b.N {
+				crc32.Checksum(batch[recordbatch.OffAttributes:], recordbatch.Castagnoli)
+			}
+		})
+	}
 }

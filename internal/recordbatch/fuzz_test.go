@@ -32,6 +32,7 @@ func FuzzBatches(f *testing.F) {
 		}
 		for _, b := range batches {
 			checkDecoded(t, b)
+			checkRewrite(t, b)
 		}
 	})
 }
@@ -48,6 +49,15 @@ func fixCRCs(raw []byte) []byte {
 		rest = rest[n:]
 	}
 	return raw
+}
+
+// checkRewrite checks that a checked batch, rewritten for the destination, has the CRC of
+// its new bytes.
+func checkRewrite(t *testing.T, b recordbatch.Batch) {
+	out := recordbatch.Rewrite(bytes.Clone(b), recordbatch.Producer{ID: 12345, Epoch: 6, Sequence: 789}, b.Attributes()&recordbatch.AttrTransactional != 0)
+	if got, want := binary.BigEndian.Uint32(out[recordbatch.OffCRC:]), crc32.Checksum(out[recordbatch.OffAttributes:], recordbatch.Castagnoli); got != want {
+		t.Fatalf("rewritten batch's CRC %08x, want %08x", got, want)
+	}
 }
 
 func mustBeCorrupt(t *testing.T, err error) {
