@@ -586,9 +586,11 @@ func (b *bench) busyBesideIdle(res *result) {
 	got := make(chan time.Duration, 1<<16)
 	b.latencies(ctx, topic, map[int32]int64{0: 0}, got)
 	prod, _ := b.client(b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	// An unstamped record first (latencies passes it over): the stream's first records must
-	// not wait for the writer to connect.
+	// An unstamped record first (latencies passes it over), and the stream once it is on the
+	// destination: the stream measures a partition being copied, not the writer connecting
+	// or the session starting (the idle measurement's first pickup shows that).
 	b.r.check(prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Partition: 0}).FirstErr(), "warming up the busy partition's writer")
+	b.watchCopy(topic, map[int32]int64{0: 1}, nil)
 	sent := 0
 	for end := time.Now().Add(b.o.busyFor); time.Now().Before(end); sent++ {
 		prod.Produce(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: stamp()}, nil)
