@@ -7,6 +7,7 @@ package datapath
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -76,6 +77,14 @@ func TestKafkaMirrorPlainAndEveryCodec(t *testing.T) {
 			for i := range 4 {
 				kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, int32(i%2), 150, fmt.Sprint(name, i))...)
 			}
+			// And a batch of 40 KiB that no codec shrinks: Rewrite updates the CRC of a large
+			// batch from the header bytes it changes, and the broker checks it.
+			large := kafkatest.Records(topic, 0, 40, name+"-large")
+			for _, r := range large {
+				r.Value = make([]byte, 1<<10)
+				crand.Read(r.Value)
+			}
+			kafkatest.ProduceSync(t, prod, large...)
 			run := startMirror(t, src, dst, topic, 2, true)
 			kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 			kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 1, 80, name+"-later")...)
@@ -87,10 +96,15 @@ func TestKafkaMirrorPlainAndEveryCodec(t *testing.T) {
 			if len(s) != len(d) {
 				t.Fatalf("%s: %d source batches, %d destination batches", name, len(s), len(d))
 			}
+			largest := 0
 			for i := range s {
 				if !bytes.Equal(s[i][recordbatch.HeaderLen:], d[i][recordbatch.HeaderLen:]) || s[i].Codec() != d[i].Codec() {
 					t.Fatalf("%s: batch %d at offset %d differs in codec or payload bytes", name, i, s[i].BaseOffset())
 				}
+				largest = max(largest, len(s[i]))
+			}
+			if largest < 32<<10 {
+				t.Fatalf("%s: the largest source batch has %d bytes, want one of about 40 KiB", name, largest)
 			}
 		}
 	})
