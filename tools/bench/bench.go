@@ -657,19 +657,19 @@ func (b *bench) idlePickup(res *result) {
 	// The first record, written as soon as every partition is MIRRORING, also waits for the
 	// sessions still starting and for the destination consumer's first fetches; the samples
 	// after it measure partitions that sit idle.
-	perm := rand.Perm(n)
+	perm, samples := rand.Perm(n), min(n-1, b.o.samples)
 	write := func(p int) {
 		b.r.check(prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Partition: int32(p), Value: stamp()}).FirstErr(), "writing an idle partition")
 	}
 	write(perm[0])
 	res.set("idle.first", percentile(b.collect(got, 1), 1))
-	for _, p := range perm[1:][:min(n-1, b.o.samples)] {
+	for _, p := range perm[1:][:samples] {
 		write(p)
 		time.Sleep(100 * time.Millisecond)
 	}
 	var ds []time.Duration
 	timeout := time.After(b.o.waitLimit)
-	for len(ds) < min(n-1, b.o.samples) {
+	for len(ds) < samples {
 		select {
 		case d := <-got:
 			ds = append(ds, d)
@@ -679,7 +679,7 @@ func (b *bench) idlePickup(res *result) {
 		break
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	res.set("idle.missing", float64(min(n-1, b.o.samples)-len(ds)))
+	res.set("idle.missing", float64(samples-len(ds)))
 	res.set("idle.p50", percentile(ds, 0.5))
 	res.set("idle.p99", percentile(ds, 0.99))
 	res.set("idle.max", percentile(ds, 1))
