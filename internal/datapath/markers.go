@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 )
 
 // Lone markers written by the worker itself: WriteTxnMarkers (API 27), the request a
@@ -35,11 +37,9 @@ const (
 // markerRequestBytes bounds one WriteTxnMarkers request.
 const markerRequestBytes = 256 << 10
 
-// markersPerRequest is how many markers of one partition of topic fit in a request: each
-// repeats the producer id and epoch, the result, the topic name, the partition and the
-// coordinator epoch.
+// markersPerRequest is how many markers of one partition of topic fit in a request.
 func markersPerRequest(topic string) int64 {
-	return markerRequestBytes / int64(24+len(topic))
+	return int64(markerRequestBytes / kafkareq.MarkerRunBytes(topic, 1))
 }
 
 // refusesMarkers tells an answer that wrote nothing because the destination does not let
@@ -75,7 +75,10 @@ func (s *session) writeLoneMarkers(ctx context.Context, n int64, commit bool) (i
 	for written < n {
 		k := min(n-written, markersPerRequest(s.cfg.Topic))
 		s.m.mayReach(at + written + k)
-		err := s.m.dst.WriteMarkers(ctx, s.dst.Leader, s.cfg.Topic, s.cfg.Partition, *s.markers, commit, int(k))
+		if s.markerPipe == nil {
+			s.markerPipe = acquireMarkerWriter(s.m.dst, s.dst.Leader)
+		}
+		err := s.markerPipe.write(ctx, kafkareq.MarkerRun{Topic: s.cfg.Topic, Partition: s.cfg.Partition, Producer: *s.markers, Commit: commit, N: int(k)})
 		if refusesMarkers(err) {
 			// The broker checks the right before it appends anything.
 			s.refuseMarkers(err)
@@ -112,5 +115,70 @@ func (s *session) refuseMarkers(err error) {
 	if s.m.markersRefused.CompareAndSwap(false, true) {
 		s.m.log.Warn("the destination does not let the worker write transaction markers (WriteTxnMarkers needs CLUSTER_ACTION on the cluster): compaction holes are filled with one transaction each, far slower",
 			"error", err)
+	}
+}
+
+// markerWriters are the running marker pipelines.
+var markerWriters = newPipelines[*markerWriter]()
+
+// markerWriter writes the lone markers of every partition one destination broker leads.
+// The partitions whose markers wait while a request is answered share the next one, so a
+// compacted topic's partitions fill their holes in one request per round rather than one
+// each (the broker reads a connection's next request only after answering the last). A
+// session waits for its markers' answer before it writes again, so a partition has at most
+// one run queued or in flight, and its markers keep its session's order.
+type markerWriter struct {
+	key   brokerKey
+	dst   kafkareq.Cluster
+	queue writeQueue[*markerItem]
+}
+
+type markerItem struct {
+	run  kafkareq.MarkerRun
+	done chan error // capacity 1
+}
+
+func acquireMarkerWriter(dst kafkareq.Cluster, broker int32) *markerWriter {
+	key := brokerKey{dst.Client, broker}
+	return markerWriters.acquire(key, func() *markerWriter {
+		return &markerWriter{key: key, dst: dst, queue: newWriteQueue[*markerItem]()}
+	}, (*markerWriter).run)
+}
+
+func (mw *markerWriter) release() { markerWriters.release(mw.key) }
+
+// write appends a run of markers and returns once they are in the log, or why not.
+func (mw *markerWriter) write(ctx context.Context, run kafkareq.MarkerRun) error {
+	it := &markerItem{run: run, done: make(chan error, 1)}
+	mw.queue.add(ctx, it, func(err error) { it.done <- err })
+	return <-it.done
+}
+
+func (mw *markerWriter) run(ctx context.Context) {
+	for {
+		size := 0
+		items := mw.queue.take(func(it *markerItem) bool {
+			n := kafkareq.MarkerRunBytes(it.run.Topic, it.run.N)
+			if size > 0 && size+n > markerRequestBytes {
+				return false
+			}
+			size += n
+			return true
+		})
+		if len(items) == 0 {
+			select {
+			case <-mw.queue.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		runs := make([]kafkareq.MarkerRun, len(items))
+		for i, it := range items {
+			runs[i] = it.run
+		}
+		for i, err := range mw.dst.WriteMarkers(ctx, mw.key.broker, runs) {
+			items[i].done <- err
+		}
 	}
 }

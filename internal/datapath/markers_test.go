@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -209,10 +211,171 @@ func noClusterActionScenario(t *testing.T, src, dst *kafkatest.Cluster, topic st
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.WriteMarkers(ctx, meta.Leader, topic, 0, recordbatch.Producer{ID: 1}, false, 3); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+	refused := kafkareq.MarkerRun{Topic: topic, Producer: recordbatch.Producer{ID: 1}, N: 3}
+	if err := d.WriteMarkers(ctx, meta.Leader, []kafkareq.MarkerRun{refused})[0]; !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 		t.Fatalf("WriteTxnMarkers without CLUSTER_ACTION answered %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
 	if _, after, err := d.Offsets(ctx, topic, 0); err != nil || after != before {
 		t.Fatalf("destination end %d after a refused WriteTxnMarkers, was %d (%v)", after, before, err)
 	}
+}
+
+// markerLog records the partitions ("topic/partition") of each WriteTxnMarkers request a
+// kfake cluster receives. With hold set, the first request is held until hold() is true
+// (polled, for at most 30 s): the worker's next marker requests wait behind it.
+type markerLog struct{ requestLog[[]string] }
+
+func watchMarkers(c *kafkatest.Cluster, hold func() bool) *markerLog {
+	l := &markerLog{}
+	c.Fake().ControlKey(int16(kmsg.WriteTxnMarkers), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake().KeepControl()
+		var parts []string
+		for _, m := range kreq.(*kmsg.WriteTxnMarkersRequest).Markers {
+			for _, mt := range m.Topics {
+				for _, p := range mt.Partitions {
+					parts = append(parts, fmt.Sprintf("%s/%d", mt.Topic, p))
+				}
+			}
+		}
+		slices.Sort(parts)
+		l.add(c, slices.Compact(parts), hold)
+		return nil, nil, false
+	})
+	return l
+}
+
+// queuedMarkerRuns counts the marker runs waiting to join a request in the marker writers
+// of cl.
+func queuedMarkerRuns(cl *kgo.Client) int {
+	n := 0
+	markerWriters.each(func(k brokerKey) bool { return k.cl == cl }, func(mw *markerWriter) {
+		mw.queue.each(func(*markerItem) { n++ })
+	})
+	return n
+}
+
+// holesInEveryPartition writes, to each partition of topic, a record, 20 keys written twice
+// and a last batch, and compacts it: every partition has a run of 20 holes after offset 0.
+func holesInEveryPartition(t *testing.T, src *kafkatest.Cluster, topic string, partitions int32, compact func(prod *kgo.Client)) {
+	t.Helper()
+	prod := src.ManualProducer(t)
+	for p := range partitions {
+		produceRounds(t, prod, topic, p, append([]string{"a"}, append(keyRange("b", 0, 20), keyRange("b", 0, 20)...)...), []string{"last"})
+	}
+	compact(prod)
+}
+
+// markerProducers gives each partition of topic the producer id of a transactional id of its
+// own, as a session's markers have.
+func markerProducers(t *testing.T, d kafkareq.Cluster, topic string, partitions int32) []recordbatch.Producer {
+	t.Helper()
+	out := make([]recordbatch.Producer, partitions)
+	for p := range partitions {
+		id := fmt.Sprintf("%s.markers", PartitionTxnPrefix("m1", topic, p))
+		pr, err := d.InitProducerID(context.Background(), &id, 60_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p] = pr
+	}
+	return out
+}
+
+// The lone markers of the partitions one destination broker leads share WriteTxnMarkers
+// requests (issue #16): the runs handed over while a request is answered go together in the
+// next one, each partition's markers land at its end, and the partitions' answers are
+// their own.
+func TestMarkerWriterSharesRequestsAcrossPartitions(t *testing.T) {
+	const partitions = 4
+	c := kafkatest.New(t)
+	c.CreateTopic(t, "holes", partitions, nil)
+	dc := c.Client(t)
+	d := kafkareq.NewCluster("destination", dc)
+	meta, err := d.Metadata(context.Background(), "holes", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	producers := markerProducers(t, d, "holes", partitions)
+	wire := watchMarkers(c, func() bool { return queuedMarkerRuns(dc) == partitions-1 })
+	mw := acquireMarkerWriter(d, meta.Leader)
+	t.Cleanup(mw.release)
+	errs := make([]error, partitions)
+	var wg sync.WaitGroup
+	for p := range int32(partitions) {
+		if p == 1 {
+			// The first run's request is on its way (and held) before the others are handed over.
+			kafkatest.WaitUntil(t, 30*time.Second, "the first WriteTxnMarkers request", func() bool { return len(wire.requests()) == 1 })
+		}
+		wg.Go(func() {
+			errs[p] = mw.write(context.Background(), kafkareq.MarkerRun{Topic: "holes", Partition: p, Producer: producers[p], N: int(p) + 1})
+		})
+	}
+	wg.Wait()
+	for p, err := range errs {
+		if err != nil {
+			t.Fatalf("partition %d: %v", p, err)
+		}
+		if _, end, err := d.Offsets(context.Background(), "holes", int32(p)); err != nil || end != int64(p)+1 {
+			t.Fatalf("partition %d ends at %d after %d markers (%v)", p, end, p+1, err)
+		}
+	}
+	if reqs := wire.requests(); len(reqs) != 2 || !slices.Equal(reqs[0], []string{"holes/0"}) || len(reqs[1]) != partitions-1 {
+		t.Fatalf("WriteTxnMarkers requests carried %v, want partition 0's markers and then the %d others' in one request", reqs, partitions-1)
+	}
+}
+
+// Apache Kafka answers each partition of a WriteTxnMarkers request on its own: a marker the
+// partition refuses (an epoch below its producer's) fails its run alone, and the other
+// partition's markers in the request land.
+func TestKafkaMarkerRequestAnswersEachPartition(t *testing.T) {
+	onKafkaTopic(t, func(t *testing.T, _, dst *kafkatest.Cluster, topic string) {
+		dst.CreateTopic(t, topic, 2, nil)
+		ctx, d := context.Background(), kafkareq.NewCluster("destination", dst.Client(t))
+		meta, err := d.Metadata(ctx, topic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := markerProducers(t, d, topic, 2)
+		bumped := markerProducers(t, d, topic, 1)[0] // partition 0's id again: a higher epoch
+		if err := d.WriteMarkers(ctx, meta.Leader, []kafkareq.MarkerRun{{Topic: topic, Partition: 0, Producer: bumped, N: 1}})[0]; err != nil {
+			t.Fatal(err)
+		}
+		errs := d.WriteMarkers(ctx, meta.Leader, []kafkareq.MarkerRun{
+			{Topic: topic, Partition: 0, Producer: old[0], N: 2},
+			{Topic: topic, Partition: 1, Producer: old[1], N: 3},
+		})
+		if !errors.Is(errs[0], kerr.InvalidProducerEpoch) || errs[1] != nil {
+			t.Fatalf("answers %v, want INVALID_PRODUCER_EPOCH for partition 0 and none for partition 1", errs)
+		}
+		for p, want := range []int64{1, 3} {
+			if _, end, err := d.Offsets(ctx, topic, int32(p)); err != nil || end != want {
+				t.Fatalf("partition %d ends at %d, want %d (%v)", p, end, want, err)
+			}
+		}
+	})
+}
+
+// On Apache Kafka, one request carries several partitions' markers (each its own producer
+// id) when they wait together; whatever the grouping, every partition's holes are filled at
+// their offsets.
+func TestKafkaMirrorHolesInManyPartitions(t *testing.T) {
+	const partitions = 4
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+		src.CreateTopic(t, topic, partitions, cleanedSoon)
+		holesInEveryPartition(t, src, topic, partitions, func(prod *kgo.Client) {
+			waitCleaned(t, src, prod, topic, partitions)
+			stopCleaning(t, src, topic, partitions)
+		})
+		dst.CreateTopic(t, topic, partitions, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
+		counts := countMarkerRequests()
+		run := startMirrorClients(context.Background(), t, src.Client(t), dst.Client(t, counts.hooks()), topic, partitions, true)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+		run.stop(t)
+		if n := counts.writeTxnMarkers.n.Load(); n == 0 || n > partitions {
+			t.Fatalf("%d WriteTxnMarkers requests for %d partitions with one run of holes each, want 1 to %d", n, partitions, partitions)
+		}
+		if n := counts.endTxn.n.Load(); n != 0 {
+			t.Fatalf("%d EndTxn requests: holes were filled with transactions", n)
+		}
+	})
 }

@@ -256,6 +256,7 @@ type session struct {
 	pending          []*inflight
 	feed             *feed           // the partition's subscription to its source leader's fetcher, from the first copyOnce
 	producer         *brokerProducer // the destination leader's pipeline, from the first non-transactional batch
+	markerPipe       *markerWriter   // the destination leader's marker pipeline, from the first WriteTxnMarkers markers
 }
 
 // txnOpen tells whether a replayed transaction is open on the destination.
@@ -299,6 +300,9 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 		}
 		if s.producer != nil {
 			s.producer.release()
+		}
+		if s.markerPipe != nil {
+			s.markerPipe.release()
 		}
 		if s.feed != nil {
 			s.feed.close()

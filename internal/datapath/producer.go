@@ -12,23 +12,20 @@ package datapath
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
-	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/lease"
 )
 
 // produceRequestMaxBytes bounds the batches of one request (a single larger batch goes
 // alone); far below a broker's socket.request.max.bytes (100 MiB).
 const produceRequestMaxBytes = 16 << 20
 
-// brokerProducers are the running pipelines. A pipeline starts with the first partition
-// that writes to its broker and ends with the last.
-var brokerProducers = brokerRegistry[*brokerProducer]{m: map[brokerKey]*brokerProducer{}}
+// brokerProducers are the running pipelines.
+var brokerProducers = newPipelines[*brokerProducer]()
 
 // brokerProducer sends the non-transactional batches of every partition one destination
 // broker leads.
@@ -37,13 +34,10 @@ type brokerProducer struct {
 	dst         kafkareq.Cluster
 	obs         Observer
 	maxInFlight int
-	users       int // guarded by brokerProducers.mu
-	cancel      context.CancelFunc
+	queue       writeQueue[*produceItem]
 
 	mu       sync.Mutex
-	queue    []*produceItem // waiting to join a request, in the order they were handed over
-	inFlight int            // requests sent and not answered
-	wake     chan struct{}  // capacity 1: the queue grew or a request was answered
+	inFlight int // requests sent and not answered
 }
 
 // produceItem is one partition's batch handed to a pipeline.
@@ -54,8 +48,6 @@ type produceItem struct {
 	partition int32
 	batch     []byte
 	done      chan<- produced // capacity 1
-	stop      func() bool     // ends the watch on ctx
-	queued    bool            // guarded by bp.mu: not yet in a request
 }
 
 // produced is the answer for one batch: the base offset the destination assigned, or why not.
@@ -64,59 +56,21 @@ type produced struct {
 	err  error
 }
 
-// acquireProducer returns the pipeline to a destination broker, starting it for its first
-// user; every acquire is paired with a release.
+// acquireProducer returns the pipeline to a destination broker; every acquire is paired
+// with a release.
 func acquireProducer(dst kafkareq.Cluster, broker int32, cfg *PartitionConfig) *brokerProducer {
 	key := brokerKey{dst.Client, broker}
-	brokerProducers.mu.Lock()
-	defer brokerProducers.mu.Unlock()
-	bp := brokerProducers.m[key]
-	if bp == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		bp = &brokerProducer{key: key, dst: dst, obs: cfg.Observer, maxInFlight: cfg.ProduceRequestsInFlight, cancel: cancel, wake: make(chan struct{}, 1)}
-		brokerProducers.m[key] = bp
-		go bp.run(ctx)
-	}
-	bp.users++
-	return bp
+	return brokerProducers.acquire(key, func() *brokerProducer {
+		return &brokerProducer{key: key, dst: dst, obs: cfg.Observer, maxInFlight: cfg.ProduceRequestsInFlight, queue: newWriteQueue[*produceItem]()}
+	}, (*brokerProducer).run)
 }
 
-// release ends a user's share; the last one stops the pipeline. Its users have their answers
-// by then: nothing is queued or in flight for them.
-func (bp *brokerProducer) release() {
-	brokerProducers.mu.Lock()
-	defer brokerProducers.mu.Unlock()
-	if bp.users--; bp.users == 0 {
-		delete(brokerProducers.m, bp.key)
-		bp.cancel()
-	}
-}
+func (bp *brokerProducer) release() { brokerProducers.release(bp.key) }
 
-func (bp *brokerProducer) poke() {
-	select {
-	case bp.wake <- struct{}{}:
-	default:
-	}
-}
-
-// enqueue hands a batch to the pipeline; its answer arrives on done. Until the batch joins
-// a request, the end of ctx withdraws it (answered with ctx's error, never sent); once it
-// joined one, the answer is awaited whatever ctx does.
+// enqueue hands a batch to the pipeline; its answer arrives on done.
 func (bp *brokerProducer) enqueue(ctx context.Context, topic string, id [16]byte, partition int32, batch []byte, done chan<- produced) {
-	it := &produceItem{ctx: ctx, topic: topic, id: id, partition: partition, batch: batch, done: done, queued: true}
-	bp.mu.Lock()
-	bp.queue = append(bp.queue, it)
-	it.stop = context.AfterFunc(ctx, func() {
-		bp.mu.Lock()
-		defer bp.mu.Unlock()
-		if it.queued {
-			it.queued = false
-			bp.queue = slices.DeleteFunc(bp.queue, func(x *produceItem) bool { return x == it })
-			it.done <- produced{err: ctx.Err()}
-		}
-	})
-	bp.mu.Unlock()
-	bp.poke()
+	it := &produceItem{ctx: ctx, topic: topic, id: id, partition: partition, batch: batch, done: done}
+	bp.queue.add(ctx, it, func(err error) { done <- produced{err: err} })
 }
 
 func (bp *brokerProducer) run(ctx context.Context) {
@@ -124,7 +78,7 @@ func (bp *brokerProducer) run(ctx context.Context) {
 		req, items := bp.request()
 		if req == nil {
 			select {
-			case <-bp.wake:
+			case <-bp.queue.wake:
 				continue
 			case <-ctx.Done():
 				return
@@ -142,36 +96,27 @@ func (bp *brokerProducer) run(ctx context.Context) {
 func (bp *brokerProducer) request() (*kmsg.ProduceRequest, []*produceItem) {
 	bp.mu.Lock()
 	defer bp.mu.Unlock()
-	if len(bp.queue) == 0 || bp.inFlight >= bp.maxInFlight {
+	if bp.inFlight >= bp.maxInFlight {
 		return nil, nil
 	}
-	req := kafkareq.NewProduceRequest(nil)
-	var items []*produceItem
 	taken := map[kafkareq.PartKey]bool{} // a partition with a batch in this request, or one left queued
-	topics := map[kafkareq.PartKey]int{} // index in req.Topics
 	size := 0
-	rest := bp.queue[:0]
-	for _, it := range bp.queue {
+	items := bp.queue.take(func(it *produceItem) bool {
 		k := kafkareq.PartKey{Topic: it.topic, ID: it.id, Partition: it.partition}
-		if taken[k] || len(items) > 0 && size+len(it.batch) > produceRequestMaxBytes {
+		if taken[k] || size > 0 && size+len(it.batch) > produceRequestMaxBytes {
 			taken[k] = true // the partition's later batches stay behind this one
-			rest = append(rest, it)
-			continue
-		}
-		it.queued = false
-		it.stop()
-		// The lease is checked right before a batch joins: a derived ctx may not know yet.
-		if err := lease.Err(it.ctx); err != nil {
-			it.done <- produced{err: err}
-			continue
-		}
-		if err := it.ctx.Err(); err != nil {
-			it.done <- produced{err: err}
-			continue
+			return false
 		}
 		taken[k] = true
 		size += len(it.batch)
-		items = append(items, it)
+		return true
+	})
+	if len(items) == 0 {
+		return nil, nil
+	}
+	req := kafkareq.NewProduceRequest(nil)
+	topics := map[kafkareq.PartKey]int{} // index in req.Topics
+	for _, it := range items {
 		tk := kafkareq.PartKey{Topic: it.topic, ID: it.id}
 		ti, ok := topics[tk]
 		if !ok {
@@ -179,11 +124,6 @@ func (bp *brokerProducer) request() (*kmsg.ProduceRequest, []*produceItem) {
 			topics[tk] = ti
 		}
 		kafkareq.AddProduce(req, ti, it.topic, it.id, it.partition, it.batch)
-	}
-	clear(bp.queue[len(rest):])
-	bp.queue = rest
-	if len(items) == 0 {
-		return nil, nil
 	}
 	bp.inFlight++
 	return req, items
@@ -196,7 +136,7 @@ func (bp *brokerProducer) issue(req *kmsg.ProduceRequest, items []*produceItem, 
 		bp.mu.Lock()
 		bp.inFlight--
 		bp.mu.Unlock()
-		bp.poke()
+		bp.queue.poke()
 	}()
 	// Every batch in req is on its way: its answer is awaited even when its partition's
 	// ctx ends, since whoever stops a partition writer relies on its return meaning that

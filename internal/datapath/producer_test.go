@@ -32,12 +32,37 @@ type wiredBatch struct {
 	seq  int32
 }
 
+// requestLog records requests of one kind that a kfake cluster receives, an entry each.
+type requestLog[T any] struct {
+	mu   sync.Mutex
+	reqs []T
+}
+
+// add records a request. With release set, the first one is held until release() is true
+// (polled, for at most 30 s); the client's next requests wait behind it on the connection.
+func (l *requestLog[T]) add(c *kafkatest.Cluster, entry T, release func() bool) {
+	l.mu.Lock()
+	l.reqs = append(l.reqs, entry)
+	first := len(l.reqs) == 1
+	l.mu.Unlock()
+	if first && release != nil {
+		c.Fake().SleepControl(func() {
+			for deadline := time.Now().Add(30 * time.Second); !release() && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+}
+
+func (l *requestLog[T]) requests() []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reqs)
+}
+
 // produceLog records the non-transactional produce requests of some topics that a kfake
 // cluster receives.
-type produceLog struct {
-	mu   sync.Mutex
-	reqs [][]wiredBatch
-}
+type produceLog struct{ requestLog[[]wiredBatch] }
 
 // watchProduces records c's produce requests of topics. With release set, the first one is
 // held until release() is true (polled, for at most 30 s); the client's next requests wait
@@ -71,26 +96,10 @@ func watchProduces(t *testing.T, c *kafkatest.Cluster, release func() bool, topi
 		if len(batches) == 0 {
 			return nil, nil, false
 		}
-		l.mu.Lock()
-		l.reqs = append(l.reqs, batches)
-		first := len(l.reqs) == 1
-		l.mu.Unlock()
-		if first && release != nil {
-			c.Fake().SleepControl(func() {
-				for deadline := time.Now().Add(30 * time.Second); !release() && time.Now().Before(deadline); {
-					time.Sleep(time.Millisecond)
-				}
-			})
-		}
+		l.add(c, batches, release)
 		return nil, nil, false
 	})
 	return l
-}
-
-func (l *produceLog) requests() [][]wiredBatch {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.reqs)
 }
 
 // partitions returns the partitions request i carried, none if it was not received yet.
@@ -127,19 +136,10 @@ func (l *produceLog) checkOrder(t *testing.T) {
 // queuedPartitions returns the partitions ("topic/partition") with a batch waiting to join
 // a request in a pipeline of cl.
 func queuedPartitions(cl *kgo.Client) map[string]bool {
-	brokerProducers.mu.Lock()
-	defer brokerProducers.mu.Unlock()
 	out := map[string]bool{}
-	for k, bp := range brokerProducers.m {
-		if k.cl != cl {
-			continue
-		}
-		bp.mu.Lock()
-		for _, it := range bp.queue {
-			out[fmt.Sprintf("%s/%d", it.topic, it.partition)] = true
-		}
-		bp.mu.Unlock()
-	}
+	brokerProducers.each(func(k brokerKey) bool { return k.cl == cl }, func(bp *brokerProducer) {
+		bp.queue.each(func(it *produceItem) { out[fmt.Sprintf("%s/%d", it.topic, it.partition)] = true })
+	})
 	return out
 }
 

@@ -678,41 +678,64 @@ const markerCoordinatorEpoch = 0
 // markerRequestTimeout bounds the wait for a WriteTxnMarkers answer.
 const markerRequestTimeout = 40 * time.Second
 
-// WriteMarkers appends n lone markers for p to the partition, at the leader, in one request.
-func (c Cluster) WriteMarkers(ctx context.Context, leader int32, topic string, partition int32, p recordbatch.Producer, commit bool, n int) error {
-	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-	mt.Topic, mt.Partitions = topic, []int32{partition}
-	m := kmsg.NewWriteTxnMarkersRequestMarker()
-	m.ProducerID, m.ProducerEpoch, m.Committed = p.ID, p.Epoch, commit
-	m.CoordinatorEpoch = markerCoordinatorEpoch
-	m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{mt}
-	req := kmsg.NewPtrWriteTxnMarkersRequest()
-	req.Markers = slices.Repeat([]kmsg.WriteTxnMarkersRequestMarker{m}, n)
+// MarkerRun is N lone markers of one producer in one partition.
+type MarkerRun struct {
+	Topic     string
+	Partition int32
+	Producer  recordbatch.Producer
+	Commit    bool
+	N         int
+}
 
-	if err := lease.Err(ctx); err != nil {
-		return err
+// MarkerRunBytes is what a run's markers take in a request: each repeats the producer id and
+// epoch, the result, the topic name, the partition and the coordinator epoch.
+func MarkerRunBytes(topic string, n int) int { return n * (24 + len(topic)) }
+
+// WriteMarkers appends the runs' markers at leader, which leads each run's partition, in
+// one request; the broker appends them one after the other in request order. It answers each
+// run: nil once its markers are in the log. A partition must not have two runs in a request.
+// Once sent, the answer is awaited even when ctx ends, as for a produce: a writer that
+// returned must have nothing left that can still land.
+func (c Cluster) WriteMarkers(ctx context.Context, leader int32, runs []MarkerRun) []error {
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	type part struct {
+		topic     string
+		partition int32
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	index := map[part]int{}
+	for i, r := range runs {
+		index[part{r.Topic, r.Partition}] = i
+		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		mt.Topic, mt.Partitions = r.Topic, []int32{r.Partition}
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.Committed = r.Producer.ID, r.Producer.Epoch, r.Commit
+		m.CoordinatorEpoch = markerCoordinatorEpoch
+		m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{mt}
+		for range r.N {
+			req.Markers = append(req.Markers, m)
+		}
 	}
-	// Once sent, the answer is awaited even when ctx ends, as for a produce: a session that
-	// returned must have nothing left that can still land.
+	errs := make([]error, len(runs))
 	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markerRequestTimeout)
 	defer cancel()
 	kresp, err := c.Client.Broker(int(leader)).Request(reqCtx, req)
 	if err != nil {
-		return err
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
 	}
 	for _, rm := range kresp.(*kmsg.WriteTxnMarkersResponse).Markers {
 		for _, rt := range rm.Topics {
 			for _, rp := range rt.Partitions {
-				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-					return fmt.Errorf("%s write transaction markers to %s[%d]: %w", c.Name, topic, partition, err)
+				i, ok := index[part{rt.Topic, rp.Partition}]
+				if err := kerr.ErrorForCode(rp.ErrorCode); ok && err != nil && errs[i] == nil {
+					errs[i] = fmt.Errorf("%s write transaction markers to %s[%d]: %w", c.Name, rt.Topic, rp.Partition, err)
 				}
 			}
 		}
 	}
-	return nil
+	return errs
 }
 
 // SupportsWriteTxnMarkers asks the cluster whether broker answers WriteTxnMarkers (v0 was
