@@ -744,9 +744,10 @@ func (b *bench) workerSeries(series string) (float64, bool) {
 	return 0, false
 }
 
-// compactedHoles writes a compacted topic in which the cleaner removes nine of every ten
-// offsets, then mirrors it: every removed offset is a hole the worker fills. A second topic
-// holds one long run of holes (a key overwritten o.holeRun times).
+// compactedHoles writes compacted topics in which the cleaner removes nine of every ten
+// offsets, then mirrors them: every removed offset is a hole the worker fills. The first
+// topic has one partition, the second o.partitions (their markers can share requests); a
+// third holds one long run of holes (a key overwritten o.holeRun times).
 func (b *bench) compactedHoles(res *result) {
 	var recs []*kgo.Record
 	for i := range b.o.compacted {
@@ -756,17 +757,19 @@ func (b *bench) compactedHoles(res *result) {
 		}
 		recs = append(recs, &kgo.Record{Key: []byte(key), Value: []byte("v")})
 	}
-	t, offsets, holes := b.mirrorCompacted("compacted", recs)
+	t, offsets, _ := b.mirrorCompacted("compacted-one", 1, recs)
+	res.set("compacted.one.rate", float64(offsets)/t.last.Sub(t.first).Seconds())
+	t, offsets, holes := b.mirrorCompacted("compacted", int32(b.o.partitions), recs)
 	res.set("compacted.offsets", float64(offsets))
 	res.set("compacted.holes", float64(holes))
-	res.set("compacted.rate", float64(offsets)/t.last.Sub(t.created).Seconds())
-	res.set("compacted.copy_rate", float64(offsets)/t.last.Sub(t.first).Seconds())
+	res.set("compacted.rate", float64(offsets)/t.last.Sub(t.first).Seconds())
+	res.set("compacted.start_rate", float64(offsets)/t.last.Sub(t.created).Seconds())
 
 	recs = []*kgo.Record{{Key: []byte("first"), Value: []byte("v")}}
 	for range b.o.holeRun {
 		recs = append(recs, &kgo.Record{Key: []byte("overwritten"), Value: []byte("v")})
 	}
-	t, offsets, _ = b.mirrorCompacted("hole-run", recs)
+	t, offsets, _ = b.mirrorCompacted("hole-run", 1, recs)
 	res.set("holerun.offsets", float64(offsets))
 	res.set("holerun.rate", float64(offsets)/t.last.Sub(t.first).Seconds())
 	for _, method := range []string{"write_txn_markers", "end_txn"} {
@@ -775,23 +778,25 @@ func (b *bench) compactedHoles(res *result) {
 	}
 }
 
-// mirrorCompacted writes recs to a new compacted topic of one partition, has the source's
+// mirrorCompacted writes recs to each partition of a new compacted topic, has the source's
 // cleaner remove what it can, and mirrors the topic; it returns when the copy happened, and
 // the offsets and holes copied.
-func (b *bench) mirrorCompacted(topic string, recs []*kgo.Record) (t copyTimes, offsets, holes int64) {
+func (b *bench) mirrorCompacted(topic string, partitions int32, recs []*kgo.Record) (t copyTimes, offsets, holes int64) {
 	configs := map[string]*string{
 		"cleanup.policy":            kadm.StringPtr("compact"),
 		"segment.ms":                kadm.StringPtr("100"),
 		"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
 		"delete.retention.ms":       kadm.StringPtr("100"),
 	}
-	b.createTopic(b.sadm, topic, 1, configs)
+	b.createTopic(b.sadm, topic, int(partitions), configs)
 	prod, _ := b.client(b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<10))
-	for _, r := range recs {
-		r.Topic = topic
+	for p := range partitions {
+		for _, r := range recs {
+			r.Topic, r.Partition = topic, p
+		}
+		b.r.check(prod.ProduceSync(b.ctx(), recs...).FirstErr(), "writing "+topic)
 	}
-	b.r.check(prod.ProduceSync(b.ctx(), recs...).FirstErr(), "writing "+topic)
-	live := b.waitCompacted(prod, topic)
+	live := b.waitCompacted(prod, topic, partitions)
 	want := b.endOffsets(b.src, topic)
 	// The destination's cleaner must not run while the mirror writes (the logs would differ
 	// for a while); the worker creates the topic with the source's configs.
@@ -800,31 +805,37 @@ func (b *bench) mirrorCompacted(topic string, recs []*kgo.Record) (t copyTimes, 
 	return t, sum(want), sum(want) - live
 }
 
-// waitCompacted makes the source's cleaner run until fewer than half the offsets hold a
-// record, and returns the number of records left.
-func (b *bench) waitCompacted(prod *kgo.Client, topic string) int64 {
+// waitCompacted makes the source's cleaner run until fewer than half the offsets of every
+// partition hold a record, and returns the number of records left.
+func (b *bench) waitCompacted(prod *kgo.Client, topic string, partitions int32) int64 {
 	deadline := time.Now().Add(b.o.waitLimit)
 	for {
+		// The last batch (kfake) and the active segment (Kafka: segment.ms rolls it at the next
+		// record) are never cleaned: a record of its own puts the written ones before them.
+		for p := range partitions {
+			b.r.check(prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Partition: p, Key: []byte("roll"), Value: []byte("r")}).FirstErr(), "rolling")
+		}
 		if b.src.compact != nil {
 			b.src.compact()
-		} else {
-			// The active segment is never cleaned: a record rolls it (segment.ms).
-			b.r.check(prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Key: []byte("roll"), Value: []byte("r")}).FirstErr(), "rolling")
 		}
-		end := b.endOffsets(b.src, topic)[0]
-		live := b.countRecords(topic, end)
-		if live < end/2 {
+		ends, live, cleaned := b.endOffsets(b.src, topic), int64(0), true
+		for p, end := range ends {
+			n := b.countRecords(topic, p, end)
+			live += n
+			cleaned = cleaned && n < end/2
+		}
+		if cleaned {
 			return live
 		}
 		if time.Now().After(deadline) {
-			b.r.Fatalf("the source's cleaner left %d of %d records", live, end)
+			b.r.Fatalf("the source's cleaner left %d of %d records", live, sum(ends))
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
 }
 
-func (b *bench) countRecords(topic string, end int64) int64 {
-	cons, _ := b.client(b.src, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+func (b *bench) countRecords(topic string, partition int32, end int64) int64 {
+	cons, _ := b.client(b.src, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}))
 	defer cons.Close()
 	var n int64
 	for last := int64(-1); last < end-1; {
@@ -845,6 +856,7 @@ func (b *bench) headAlignment(res *result) {
 	td := meta.Topics[topic]
 	const per = 1_000_000
 	full := fillerBatch(per)
+	began := time.Now()
 	for done := int64(0); done < b.o.headOffset; done += per {
 		batch := full
 		if n := b.o.headOffset - done; n < per {
@@ -864,6 +876,7 @@ func (b *bench) headAlignment(res *result) {
 			b.r.Fatalf("writing filler: error %d", code)
 		}
 	}
+	res.set("head.direct", time.Since(began).Seconds())
 	var at kadm.Offsets
 	at.Add(kadm.Offset{Topic: topic, Partition: 0, At: b.o.headOffset})
 	del, err := b.sadm.DeleteRecords(b.ctx(), at)

@@ -207,9 +207,11 @@ var figureRows = []row{
 	{"idle partitions: first record right after all MIRRORING picked up after (ms)", "", "idle", formatted("%.0f", "idle.first")},
 	{"idle pickups not seen within the wait", "", "idle", formatted("%.0f", "idle.missing")},
 	{"compacted topic: offsets / holes", "", "compacted", formatted("%.0f / %.0f", "compacted.offsets", "compacted.holes")},
-	{"compacted topic: offsets per second from the first copied (no start-up)", "", "compacted", formatted("%.0f", "compacted.copy_rate")},
+	{"compacted topic: offsets per second from its creation on the destination (start-up included)", "", "compacted", formatted("%.0f", "compacted.start_rate")},
+	{"compacted topic of one partition: offsets per second through holes", "", "compacted", formatted("%.0f", "compacted.one.rate")},
 	{"one run of holes: offsets per second from the first copied / offsets", "", "compacted", formatted("%.0f / %.0f", "holerun.rate", "holerun.offsets")},
-	{"lone markers written with WriteTxnMarkers / with EndTxn (both topics)", "", "compacted", formatted("%.0f / %.0f", "markers.write_txn_markers", "markers.end_txn")},
+	{"lone markers written with WriteTxnMarkers / with EndTxn (all three topics)", "", "compacted", formatted("%.0f / %.0f", "markers.write_txn_markers", "markers.end_txn")},
+	{"head alignment: the bench writing the same offsets to the source itself (s)", "", "head", formatted("%.2f", "head.direct")},
 	{"worker memory per mirrored partition: live heap / RSS (bytes)", "", "memory", formatted("%.0f / %.0f", "memory.heap", "memory.rss")},
 }
 
