@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"log"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -759,6 +762,8 @@ func (b *bench) compactedHoles(res *result) {
 	}
 	t, offsets, _ := b.mirrorCompacted("compacted-one", 1, recs)
 	res.set("compacted.one.rate", float64(offsets)/t.last.Sub(t.first).Seconds())
+	res.set("direct.holes.one", b.directHoles("holes-direct-one", 1))
+	res.set("direct.holes", b.directHoles("holes-direct", b.o.partitions))
 	t, offsets, holes := b.mirrorCompacted("compacted", int32(b.o.partitions), recs)
 	res.set("compacted.offsets", float64(offsets))
 	res.set("compacted.holes", float64(holes))
@@ -776,6 +781,59 @@ func (b *bench) compactedHoles(res *result) {
 		n, _ := b.workerSeries(`kafkamirror_lone_markers_total{method="` + method + `"}`)
 		res.set("markers."+method, n)
 	}
+}
+
+// directHoles is the baseline of the compacted measurements: the bench itself writes what a
+// compacted partition of the measurement becomes on the destination, a record and then 9
+// lone abort markers (WriteTxnMarkers), o.compacted/10 times, to each partition of a new
+// destination topic at once, each request after the answer to the last. It returns offsets
+// per second.
+func (b *bench) directHoles(topic string, partitions int) float64 {
+	b.createTopic(b.dadm, topic, partitions, nil)
+	meta, err := b.dadm.Metadata(b.ctx(), topic)
+	b.r.check(err, "metadata")
+	prod, _ := b.client(b.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cycles := b.o.compacted / 10
+	writers := make([]func() error, partitions)
+	for p := range int32(partitions) {
+		id := fmt.Sprintf("bench.%s.%d", topic, p)
+		init := kmsg.NewPtrInitProducerIDRequest()
+		init.TransactionalID, init.TransactionTimeoutMillis = &id, 60_000
+		pid, err := init.RequestWith(b.ctx(), b.dc)
+		b.r.check(err, "InitProducerId")
+		b.r.check(kerr.ErrorForCode(pid.ErrorCode), "InitProducerId")
+		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		mt.Topic, mt.Partitions = topic, []int32{p}
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.Topics = pid.ProducerID, pid.ProducerEpoch, []kmsg.WriteTxnMarkersRequestMarkerTopic{mt}
+		markers := kmsg.NewPtrWriteTxnMarkersRequest()
+		markers.Markers = slices.Repeat([]kmsg.WriteTxnMarkersRequestMarker{m}, 9)
+		leader := b.dc.Broker(int(meta.Topics[topic].Partitions[p].Leader))
+		writers[p] = func() error {
+			for range cycles {
+				if err := prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}).FirstErr(); err != nil {
+					return err
+				}
+				resp, err := leader.Request(b.ctx(), markers)
+				if err != nil {
+					return err
+				}
+				if code := resp.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode; code != 0 {
+					return kerr.ErrorForCode(code)
+				}
+			}
+			return nil
+		}
+	}
+	began := time.Now()
+	errs := make([]error, partitions)
+	var wg sync.WaitGroup
+	for p, write := range writers {
+		wg.Go(func() { errs[p] = write() })
+	}
+	wg.Wait()
+	b.r.check(errors.Join(errs...), "writing records and markers")
+	return float64(partitions*cycles*10) / time.Since(began).Seconds()
 }
 
 // mirrorCompacted writes recs to each partition of a new compacted topic, has the source's

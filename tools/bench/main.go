@@ -161,6 +161,21 @@ func ratio(a, b string) func(map[string]float64) (string, bool) {
 	}
 }
 
+// ratios prints several ratios, a / b of each pair of keys, separated by slashes.
+func ratios(keys ...string) func(map[string]float64) (string, bool) {
+	return func(f map[string]float64) (string, bool) {
+		var out []string
+		for i := 0; i+1 < len(keys); i += 2 {
+			r, ok := ratio(keys[i], keys[i+1])(f)
+			if !ok {
+				return "", false
+			}
+			out = append(out, r)
+		}
+		return strings.Join(out, " / "), true
+	}
+}
+
 // formatted prints the figures keys with format, when all of them were measured.
 func formatted(format string, keys ...string) func(map[string]float64) (string, bool) {
 	return func(f map[string]float64) (string, bool) {
@@ -181,6 +196,7 @@ var ratioRows = []row{
 	{"mirror / direct raw ingest, uncompressed", "≥ 0.8", "throughput", ratio("mirror.none", "raw.none")},
 	{"mirror / consumer+producer, zstd", "≥ 5", "throughput", ratio("mirror.zstd", "copier.zstd")},
 	{"mirror / consumer+producer, uncompressed", "≥ 1.5", "throughput", ratio("mirror.none", "copier.none")},
+	{"direct raw ingest / consumer+producer, zstd / uncompressed (the most a mirror can reach)", "", "throughput", ratios("raw.zstd", "copier.zstd", "raw.none", "copier.none")},
 	{"mirror / MirrorMaker 2, zstd", "", "throughput", ratio("mirror.zstd", "mm2.zstd")},
 	{"mirror / MirrorMaker 2, uncompressed", "", "throughput", ratio("mirror.none", "mm2.none")},
 	{"worker CPU per MiB, zstd (ms)", "≤ 1", "throughput", formatted("%.2f", "cpu.zstd")},
@@ -189,6 +205,8 @@ var ratioRows = []row{
 	{"idle partitions: all MIRRORING → lag 0 (s)", "< 5", "idle", formatted("%.1f", "idle.ready")},
 	{"idle partitions: new record picked up p50 / p99 / max (ms)", "p99 < 100", "idle", formatted("%.0f / %.0f / %.0f", "idle.p50", "idle.p99", "idle.max")},
 	{"compacted topic: offsets per second through holes", "≥ 50,000", "compacted", formatted("%.0f", "compacted.rate")},
+	{"compacted topic: mirror / the bench writing its records and markers itself", "", "compacted", ratio("compacted.rate", "direct.holes")},
+	{"compacted topic of one partition: the same", "", "compacted", ratio("compacted.one.rate", "direct.holes.one")},
 	{"head alignment to the log start: time (s)", "< 1", "head", formatted("%.2f", "head.seconds")},
 	{"head alignment: worker CPU (ms)", "a tenth of today", "head", formatted("%.0f", "head.cpu")},
 }
@@ -209,6 +227,7 @@ var figureRows = []row{
 	{"compacted topic: offsets / holes", "", "compacted", formatted("%.0f / %.0f", "compacted.offsets", "compacted.holes")},
 	{"compacted topic: offsets per second from its creation on the destination (start-up included)", "", "compacted", formatted("%.0f", "compacted.start_rate")},
 	{"compacted topic of one partition: offsets per second through holes", "", "compacted", formatted("%.0f", "compacted.one.rate")},
+	{"the bench writing a record and 9 markers in turn itself, -partitions / 1 partition (offsets/s)", "", "compacted", formatted("%.0f / %.0f", "direct.holes", "direct.holes.one")},
 	{"one run of holes: offsets per second from the first copied / offsets", "", "compacted", formatted("%.0f / %.0f", "holerun.rate", "holerun.offsets")},
 	{"lone markers written with WriteTxnMarkers / with EndTxn (all three topics)", "", "compacted", formatted("%.0f / %.0f", "markers.write_txn_markers", "markers.end_txn")},
 	{"head alignment: the bench writing the same offsets to the source itself (s)", "", "head", formatted("%.2f", "head.direct")},
