@@ -222,7 +222,39 @@ func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
 			t.Fatalf("the application wrote to mirrored topic %s", topic)
 		}
 	}
-	topicCmd(t, e.StopMirrorTopics, "a-to-b", "payments")
+	// The topic stays read-only until its last partition stopped: one still copying would
+	// fail at a foreign write.
+	release := make(chan struct{})
+	testHookAction = func(k partitionKey, a partitionstate.Action) {
+		if k.topic == "payments" && k.partition == 2 && a.Kind == partitionstate.ActionStop {
+			<-release
+		}
+	}
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }); testHookAction = nil })
+	// The failover waits (a bounded while) for every partition to be STOPPED.
+	failedOver := make(chan error, 1)
+	go func() {
+		_, err := e.StopMirrorTopics(context.Background(), "a-to-b", []string{"payments"})
+		failedOver <- err
+	}()
+	kafkatest.WaitUntil(t, 60*time.Second, "partitions 0 and 1 of payments STOPPED", func() bool {
+		d, err := e.DescribeMirrorTopic(context.Background(), "a-to-b", "payments")
+		stopped := 0
+		for _, p := range d.Partitions {
+			if p.Partition < 2 && p.State == partitionstate.StateStopped {
+				stopped++
+			}
+		}
+		return err == nil && stopped == 2
+	})
+	if err := appWrite("payments"); err == nil {
+		t.Fatal("the application wrote to payments while its partition 2 was still mirrored")
+	}
+	releaseOnce.Do(func() { close(release) })
+	if err := <-failedOver; err != nil {
+		t.Fatal(err)
+	}
 	waitState(t, e, "a-to-b", "payments", topics["payments"], partitionstate.StateStopped)
 	if err := appWrite("payments"); err != nil {
 		t.Fatalf("the application cannot write after failover: %v", err)

@@ -176,6 +176,9 @@ func (r *runner) run() {
 					r.e.cfg.Observer.Retried(r.key.mirror, r.key.topic, r.key.partition)
 				}
 			}
+			if next.State == partitionstate.StateStopped {
+				r.afterStopped()
+			}
 		}
 		queue = append(queue, r.perform(next, actions)...)
 		if next.State != cur.State {

@@ -7,14 +7,17 @@ import (
 	"time"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/datapath"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // stop is STOPPING, the failover: abort the replayed transactions still open (the KIP's
-// ABORT markers at stop), record the last mirrored offset, make the topic writable. Each
-// step is idempotent, so a crash mid-way resumes here.
+// ABORT markers at stop), record the last mirrored offset, make the topic writable once no
+// other partition of it is still mirrored. Each step is idempotent, so a crash mid-way
+// resumes here.
 func (r *runner) stop(ctx context.Context) error {
 	e, k := r.e, r.key
 	if err := r.abortOpenTxns(ctx); err != nil {
@@ -33,7 +36,48 @@ func (r *runner) stop(ctx context.Context) error {
 	if err := e.store.PutLastMirror(ctx, k.mirror, k.topic, k.partition, lm); err != nil {
 		return err
 	}
+	return r.liftReadOnlyIfTopicStopped(ctx, true)
+}
+
+// liftReadOnlyIfTopicStopped makes the topic writable when none of its partitions is mirrored
+// any more (each STOPPED, or never started; stopping: this partition, whose stop is done
+// but not recorded yet): a foreign write to a partition still copying would fail it. The
+// partitions stop on several workers, so the store is read to its end first. Two last
+// partitions finishing at once may each see the other still STOPPING; the one that records
+// STOPPED later sees both (afterStopped).
+func (r *runner) liftReadOnlyIfTopicStopped(ctx context.Context, stopping bool) error {
+	e, k := r.e, r.key
+	if err := e.Refresh(ctx); err != nil {
+		return err
+	}
+	for p, rec := range e.store.Partitions(k.mirror, k.topic) {
+		switch s := rec.Status.State; {
+		case stopping && p == k.partition, s == partitionstate.StateStopped, s == partitionstate.StateUnknown:
+		default:
+			r.log.Debug("the topic stays read-only: another partition is still mirrored", "other_partition", p, "state", s)
+			return nil
+		}
+	}
 	return e.liftReadOnly(ctx, k.topic)
+}
+
+// afterStopped makes the topic writable if this partition, now STOPPED, was the last one
+// mirrored (see liftReadOnlyIfTopicStopped), retrying until it succeeds or the engine stops.
+func (r *runner) afterStopped() {
+	r.e.wg.Go(func() {
+		for wait := time.Second; ; wait = min(2*wait, time.Minute) {
+			ctx, cancel := context.WithTimeout(r.e.ctx, 30*time.Second)
+			err := r.liftReadOnlyIfTopicStopped(ctx, false)
+			cancel()
+			if err == nil || r.e.ctx.Err() != nil {
+				return
+			}
+			r.log.Warn("making the stopped topic writable failed; retrying", "error", err, "retry_in", wait)
+			if kafkareq.Sleep(r.e.ctx, wait) != nil {
+				return
+			}
+		}
+	})
 }
 
 // abortOpenTxns aborts every replayed transaction of this partition that is still open and
