@@ -192,8 +192,11 @@ func describeRoundProducers(ctx context.Context, c kafkareq.Cluster, tps []kafka
 	described, err := c.Admin.DescribeProducers(ctx, set)
 	out := make(map[kafkareq.TopicPartition]roundAnswer[kadm.DescribedProducers], len(tps))
 	for _, tp := range tps {
-		// A leader that did not answer fails only the partitions it leads.
-		if p, ok := described[tp.Topic].Partitions[tp.Partition]; ok {
+		// A leader that did not answer fails only the partitions it leads; a partition it
+		// answered with an error (a leader that moved) has no producer state to go by.
+		if p, ok := described[tp.Topic].Partitions[tp.Partition]; ok && p.Err != nil {
+			out[tp] = roundAnswer[kadm.DescribedProducers]{err: fmt.Errorf("%s describe producers of %s[%d]: %w", c.Name, tp.Topic, tp.Partition, p.Err)}
+		} else if ok {
 			out[tp] = roundAnswer[kadm.DescribedProducers]{v: p.ActiveProducers}
 		} else {
 			out[tp] = roundAnswer[kadm.DescribedProducers]{err: unanswered(c, "describe producers", err)}

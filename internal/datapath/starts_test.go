@@ -2,10 +2,12 @@ package datapath
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
@@ -69,4 +71,48 @@ func TestSessionStartsShareClusterWideRequests(t *testing.T) {
 			t.Errorf("%d partitions starting sent %d %s requests; want rounds for many, not %d", partitions, seen[i].Load(), c.key.Name(), alone)
 		}
 	}
+}
+
+// A partition the destination answers DescribeProducers for with an error kgo does not retry
+// has no producer state to go by: the session does not start (the runner retries the
+// partition), and the next start goes on exactly.
+func TestSessionStartFailsOnAProducersError(t *testing.T) {
+	src, dst, prod := mirroredTopic(t, "refused", 1, nil)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("refused", 0, 10, "a")...)
+	mirrorIdentical(t, src, dst, "refused", 1, true)
+
+	var refused atomic.Bool
+	dst.Fake().ControlKey(int16(kmsg.DescribeProducers), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		if !refused.CompareAndSwap(false, true) {
+			return nil, nil, false
+		}
+		req := kreq.(*kmsg.DescribeProducersRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewDescribeProducersResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewDescribeProducersResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p, kerr.UnknownServerError.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("refused", 0, 10, "b")...)
+	run := startMirror(t, src, dst, "refused", 1, false)
+	ended := make(chan struct{})
+	go func() { run.wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		run.cancel()
+		<-ended
+		t.Fatal("the mirror went on for 30 s without the destination's producer state")
+	}
+	if err := run.errs[0]; !errors.Is(err, kerr.UnknownServerError) {
+		t.Fatalf("the mirror ended with %v, want the UNKNOWN_SERVER_ERROR DescribeProducers answered", err)
+	}
+	mirrorIdentical(t, src, dst, "refused", 1, false)
 }
