@@ -129,39 +129,53 @@ func (b *bench) createTopic(adm *kadm.Client, topic string, partitions int, conf
 // endOffsets of topic; nil while the topic does not exist everywhere. Raw requests, since
 // kadm's retry a missing topic for seconds and a wait must see the first offset at once.
 func (b *bench) endOffsets(c *cluster, topic string) map[int32]int64 {
-	cl := b.sc
-	if c == b.dst {
-		cl = b.dc
+	leaders := b.leaders(c, topic)
+	if leaders == nil {
+		return nil
 	}
+	return b.listEnds(c, topic, leaders)
+}
+
+// leaders of topic's partitions; nil while the topic does not exist everywhere.
+func (b *bench) leaders(c *cluster, topic string) map[int32]int32 {
 	mreq := kmsg.NewPtrMetadataRequest()
 	mt := kmsg.NewMetadataRequestTopic()
 	mt.Topic = kmsg.StringPtr(topic)
 	mreq.Topics = append(mreq.Topics, mt)
-	resp, err := mreq.RequestWith(b.ctx(), cl)
+	resp, err := mreq.RequestWith(b.ctx(), b.clientOf(c))
 	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
 		return nil
 	}
-	byLeader := map[int32]*kmsg.ListOffsetsRequest{}
+	out := map[int32]int32{}
 	for _, p := range resp.Topics[0].Partitions {
 		if p.ErrorCode != 0 {
 			return nil
 		}
-		req := byLeader[p.Leader]
+		out[p.Partition] = p.Leader
+	}
+	return out
+}
+
+// listEnds asks the leaders for the end offsets of topic; nil on any error (a leader moved).
+func (b *bench) listEnds(c *cluster, topic string, leaders map[int32]int32) map[int32]int64 {
+	byLeader := map[int32]*kmsg.ListOffsetsRequest{}
+	for p, leader := range leaders {
+		req := byLeader[leader]
 		if req == nil {
 			req = kmsg.NewPtrListOffsetsRequest()
 			req.ReplicaID = -1
 			rt := kmsg.NewListOffsetsRequestTopic()
 			rt.Topic = topic
 			req.Topics = append(req.Topics, rt)
-			byLeader[p.Leader] = req
+			byLeader[leader] = req
 		}
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p.Partition, -1, -1
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
 		req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
 	}
 	out := map[int32]int64{}
 	for leader, req := range byLeader {
-		lresp, err := req.RequestWith(b.ctx(), cl.Broker(int(leader)))
+		lresp, err := req.RequestWith(b.ctx(), b.clientOf(c).Broker(int(leader)))
 		if err != nil || len(lresp.Topics) != 1 {
 			return nil
 		}
@@ -173,6 +187,13 @@ func (b *bench) endOffsets(c *cluster, topic string) map[int32]int64 {
 		}
 	}
 	return out
+}
+
+func (b *bench) clientOf(c *cluster) *kgo.Client {
+	if c == b.dst {
+		return b.dc
+	}
+	return b.sc
 }
 
 func sum(m map[int32]int64) (n int64) {
@@ -192,8 +213,17 @@ func (b *bench) watchCopy(topic string, want map[int32]int64, failed func() erro
 	deadline := time.Now().Add(b.o.waitLimit)
 	nextCheck := time.Now()
 	var t copyTimes
+	var leaders map[int32]int32 // asked once the topic exists: each poll is one request a leader
 	for {
-		ends := b.endOffsets(b.dst, topic)
+		if leaders == nil {
+			leaders = b.leaders(b.dst, topic)
+		}
+		var ends map[int32]int64
+		if leaders != nil {
+			if ends = b.listEnds(b.dst, topic, leaders); ends == nil {
+				leaders = nil
+			}
+		}
 		now := time.Now()
 		if t.created.IsZero() && ends != nil {
 			t.created = now
