@@ -814,12 +814,12 @@ func (b *bench) compactedHoles(res *result) {
 }
 
 // directHoles is the baseline of the compacted measurements: the bench itself writes what a
-// compacted partition of the measurement becomes on the destination, a record and then 9
-// lone abort markers (WriteTxnMarkers), o.compacted/10 times, to each partition of a new
-// destination topic at once, each request after the answer to the last. It returns offsets
-// per second.
+// compacted partition of the measurement becomes on the destination, a keyed record (the
+// codec of the source's writer) and then 9 lone abort markers (WriteTxnMarkers),
+// o.compacted/10 times, to each partition of a new compacted destination topic at once, each
+// request after the answer to the last. It returns offsets per second.
 func (b *bench) directHoles(topic string, partitions int) float64 {
-	b.createTopic(b.dadm, topic, partitions, nil)
+	b.createTopic(b.dadm, topic, partitions, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
 	meta, err := b.dadm.Metadata(b.ctx(), topic)
 	b.r.check(err, "metadata")
 	prod, _ := b.client(b.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -841,7 +841,7 @@ func (b *bench) directHoles(topic string, partitions int) float64 {
 		leader := b.dc.Broker(int(meta.Topics[topic].Partitions[p].Leader))
 		writers[p] = func() error {
 			for range cycles {
-				if err := prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}).FirstErr(); err != nil {
+				if err := prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Partition: p, Key: []byte("unique"), Value: []byte("v")}).FirstErr(); err != nil {
 					return err
 				}
 				resp, err := leader.Request(b.ctx(), markers)
