@@ -41,14 +41,17 @@ func (r *runner) stop(ctx context.Context) error {
 
 // liftReadOnlyIfTopicStopped makes the topic writable when none of its partitions is mirrored
 // any more (each STOPPED, or never started; stopping: this partition, whose stop is done
-// but not recorded yet): a foreign write to a partition still copying would fail it. The
-// partitions stop on several workers, so the store is read to its end first. Two last
-// partitions finishing at once may each see the other still STOPPING; the one that records
-// STOPPED later sees both (afterStopped).
+// but not recorded yet): a foreign write to a partition still copying would fail it. With
+// several workers the partitions stop on several of them, so the store is read to its end
+// first (a lone worker's view holds every write). Two last partitions finishing at once may
+// each see the other still STOPPING; the one that records STOPPED later sees both
+// (afterStopped).
 func (r *runner) liftReadOnlyIfTopicStopped(ctx context.Context, stopping bool) error {
 	e, k := r.e, r.key
-	if err := e.Refresh(ctx); err != nil {
-		return err
+	if e.cfg.Placement != nil {
+		if err := e.Refresh(ctx); err != nil {
+			return err
+		}
 	}
 	for p, rec := range e.store.Partitions(k.mirror, k.topic) {
 		switch s := rec.Status.State; {
