@@ -45,6 +45,9 @@ type runner struct {
 	// -1 if unknown: the next mirror checks the source's lineage from it, and STOPPING
 	// records it as the last mirrored epoch.
 	lastEpoch int32
+	// liftedAtStop: the last stop lifted the topic's read-only ACL itself (this partition
+	// was its last one mirrored), so recording STOPPED need not look again.
+	liftedAtStop bool
 	// failingSince is when its sessions began to fail (zero while one runs), sessionErr
 	// the latest failure: a MIRRORING partition that cannot reach a cluster stays MIRRORING
 	// (its sessions retry at once), and these say it is stalled.
@@ -176,7 +179,7 @@ func (r *runner) run() {
 					r.e.cfg.Observer.Retried(r.key.mirror, r.key.topic, r.key.partition)
 				}
 			}
-			if next.State == partitionstate.StateStopped {
+			if next.State == partitionstate.StateStopped && !r.liftedAtStop {
 				r.afterStopped()
 			}
 		}

@@ -20,6 +20,7 @@ import (
 // resumes here.
 func (r *runner) stop(ctx context.Context) error {
 	e, k := r.e, r.key
+	r.liftedAtStop = false
 	if err := r.abortOpenTxns(ctx); err != nil {
 		return err
 	}
@@ -36,7 +37,8 @@ func (r *runner) stop(ctx context.Context) error {
 	if err := e.store.PutLastMirror(ctx, k.mirror, k.topic, k.partition, lm); err != nil {
 		return err
 	}
-	return r.liftReadOnlyIfTopicStopped(ctx, true)
+	r.liftedAtStop, err = r.liftReadOnlyIfTopicStopped(ctx, true)
+	return err
 }
 
 // liftReadOnlyIfTopicStopped makes the topic writable when none of its partitions is mirrored
@@ -45,12 +47,12 @@ func (r *runner) stop(ctx context.Context) error {
 // several workers the partitions stop on several of them, so the store is read to its end
 // first (a lone worker's view holds every write). Two last partitions finishing at once may
 // each see the other still STOPPING; the one that records STOPPED later sees both
-// (afterStopped).
-func (r *runner) liftReadOnlyIfTopicStopped(ctx context.Context, stopping bool) error {
+// (afterStopped). It tells whether it lifted the ACL.
+func (r *runner) liftReadOnlyIfTopicStopped(ctx context.Context, stopping bool) (bool, error) {
 	e, k := r.e, r.key
 	if e.cfg.Placement != nil {
 		if err := e.Refresh(ctx); err != nil {
-			return err
+			return false, err
 		}
 	}
 	for p, rec := range e.store.Partitions(k.mirror, k.topic) {
@@ -58,19 +60,20 @@ func (r *runner) liftReadOnlyIfTopicStopped(ctx context.Context, stopping bool) 
 		case stopping && p == k.partition, s == partitionstate.StateStopped, s == partitionstate.StateUnknown:
 		default:
 			r.log.Debug("the topic stays read-only: another partition is still mirrored", "other_partition", p, "state", s)
-			return nil
+			return false, nil
 		}
 	}
-	return e.liftReadOnly(ctx, k.topic)
+	return true, e.liftReadOnly(ctx, k.topic)
 }
 
 // afterStopped makes the topic writable if this partition, now STOPPED, was the last one
-// mirrored (see liftReadOnlyIfTopicStopped), retrying until it succeeds or the engine stops.
+// mirrored and its stop did not see it (see liftReadOnlyIfTopicStopped), retrying until it
+// succeeds or the engine stops.
 func (r *runner) afterStopped() {
 	r.e.wg.Go(func() {
 		for wait := time.Second; ; wait = min(2*wait, time.Minute) {
 			ctx, cancel := context.WithTimeout(r.e.ctx, 30*time.Second)
-			err := r.liftReadOnlyIfTopicStopped(ctx, false)
+			_, err := r.liftReadOnlyIfTopicStopped(ctx, false)
 			cancel()
 			if err == nil || r.e.ctx.Err() != nil {
 				return
