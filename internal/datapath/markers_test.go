@@ -34,7 +34,7 @@ func holesSource(t *testing.T, src *kafkatest.Cluster, topic string, compact fun
 	for range manyHoles + 1 {
 		keys = append(keys, "b")
 	}
-	produceRounds(t, prod, topic, 0, append(keys, "c"), []string{"last"})
+	produceRounds(t, newRoundWriter(t, src, 0), topic, 0, append(keys, "c"), []string{"last"})
 	compact(prod)
 }
 
@@ -182,7 +182,7 @@ func noClusterActionScenario(t *testing.T, src, dst *kafkatest.Cluster, topic st
 		kadm.NewACLs().Allow("User:mirror").AllowHosts().Topics("*").TransactionalIDs("*").Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternLiteral),
 		kadm.NewACLs().Allow("User:mirror").AllowHosts().Clusters().Operations(kadm.OpIdempotentWrite, kadm.OpDescribe, kadm.OpDescribeConfigs).ResourcePatternType(kadm.ACLPatternLiteral))
 	prod := src.ManualProducer(t)
-	produceRounds(t, prod, topic, 0, append([]string{"a"}, append(keyRange("b", 0, 20), keyRange("b", 0, 20)...)...), []string{"last"})
+	produceRounds(t, newRoundWriter(t, src, 0), topic, 0, append([]string{"a"}, append(keyRange("b", 0, 20), keyRange("b", 0, 20)...)...), []string{"last"})
 	compact(prod)
 
 	counts := countMarkerRequests()
@@ -258,9 +258,9 @@ func queuedMarkerRuns(cl *kgo.Client) int {
 // and a last batch, and compacts it: every partition has a run of 20 holes after offset 0.
 func holesInEveryPartition(t *testing.T, src *kafkatest.Cluster, topic string, partitions int32, compact func(prod *kgo.Client)) {
 	t.Helper()
-	prod := src.ManualProducer(t)
+	prod, w := src.ManualProducer(t), newRoundWriter(t, src, 0)
 	for p := range partitions {
-		produceRounds(t, prod, topic, p, append([]string{"a"}, append(keyRange("b", 0, 20), keyRange("b", 0, 20)...)...), []string{"last"})
+		produceRounds(t, w, topic, p, append([]string{"a"}, append(keyRange("b", 0, 20), keyRange("b", 0, 20)...)...), []string{"last"})
 	}
 	compact(prod)
 }
