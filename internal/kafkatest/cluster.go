@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -394,6 +395,7 @@ func (c *Cluster) WaitTopic(t TB, topic string, partitions int32) {
 func (c *Cluster) topicEverywhere(topic string, partitions int32) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	leaders := map[int32]int32{}
 	for _, id := range c.BrokerIDs() {
 		req := kmsg.NewPtrMetadataRequest()
 		rt := kmsg.NewMetadataRequestTopic()
@@ -410,6 +412,29 @@ func (c *Cluster) topicEverywhere(topic string, partitions int32) error {
 			if p.Leader < 0 {
 				return fmt.Errorf("broker %d: partition %d has no leader yet", id, p.Partition)
 			}
+			leaders[p.Partition] = p.Leader
+		}
+	}
+	// A KRaft broker publishes a new topic to its metadata cache before its replica manager
+	// hosts the partitions: until then the leader answers requests for them with
+	// UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER.
+	for partition, leader := range leaders {
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = partition, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, c.internal.Broker(int(leader)))
+		if err != nil {
+			return fmt.Errorf("broker %d: %w", leader, err)
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return fmt.Errorf("broker %d answered ListOffsets for %s[%d] without the partition", leader, topic, partition)
+		}
+		if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
+			return fmt.Errorf("broker %d does not host %s[%d] yet: %w", leader, topic, partition, err)
 		}
 	}
 	return nil
