@@ -65,7 +65,7 @@ func main() {
 	flag.IntVar(&o.memPartitions, "memory-partitions", 1000, "partitions mirrored to measure the worker's memory per partition")
 	flag.IntVar(&o.samples, "samples", 20, "records written to idle partitions for the pickup latency")
 	flag.DurationVar(&o.busyFor, "busy-for", 10*time.Second, "how long the busy partition is written beside 7 idle ones")
-	flag.IntVar(&o.compacted, "compacted-records", 2000, "records written to the compacted topic before the cleaner runs")
+	flag.IntVar(&o.compacted, "compacted-records", 10_000, "records written to the compacted topic before the cleaner runs")
 	flag.IntVar(&o.holeRun, "hole-run", 100_000, "holes in a row in the second compacted topic (one key overwritten so often)")
 	flag.Int64Var(&o.headOffset, "head-offset", 10_000_000, "source log start offset for head alignment")
 	flag.DurationVar(&o.waitLimit, "wait", 5*time.Minute, "longest wait for one measurement")
