@@ -76,6 +76,9 @@ type Engine struct {
 	runners map[partitionKey]*runner
 	syncers map[string]*runningSync                            // by mirror name
 	looks   map[partitionKey]*rounds.Rounds[int32, *topicLook] // PREPARING's looks, by mirror and topic (partition 0)
+	// stoppedLooks are the topics (partition 0) whose read-only ACL a new runner of a STOPPED
+	// partition is checking.
+	stoppedLooks map[partitionKey]bool
 	// readOnly creates the read-only ACLs of the topics whose partitions start fetching.
 	readOnly rounds.Rounds[string, map[string]error]
 	// storeDown is why the destination did not answer a command's check of __mirror_state
@@ -139,6 +142,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, dst: kafkareq.NewCluster("destination", cfg.Destination), dstID: dstID, store: store,
 		ctx: runCtx, cancel: cancel, sources: map[string]*kgo.Client{}, runners: map[partitionKey]*runner{},
 		syncers: map[string]*runningSync{}, looks: map[partitionKey]*rounds.Rounds[int32, *topicLook]{}, place: newPlacement(),
+		stoppedLooks: map[partitionKey]bool{},
 	}
 	e.readOnly.Run, e.readOnly.Spawn = e.createReadOnlyACLs, e.spawnRound
 	for _, m := range store.Mirrors() {
@@ -255,6 +259,18 @@ func (e *Engine) runner(k partitionKey) *runner {
 		defer e.wg.Done()
 		r.run()
 	}()
+	// A worker that crashed after the last partitions of a topic recorded STOPPED but before
+	// one of them lifted the read-only ACL (afterStopped) left the failed-over topic
+	// read-only: whoever runs a STOPPED partition of it next looks again, once per topic.
+	if topic := (partitionKey{k.mirror, k.topic, 0}); r.status.State == partitionstate.StateStopped && !e.stoppedLooks[topic] {
+		e.stoppedLooks[topic] = true
+		e.wg.Go(func() {
+			r.liftOnceStopped()
+			e.mu.Lock()
+			delete(e.stoppedLooks, topic)
+			e.mu.Unlock()
+		})
+	}
 	return r
 }
 

@@ -264,6 +264,37 @@ func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
 	}
 }
 
+// A worker that crashed after a topic's last partitions recorded STOPPED but before one of
+// them lifted the read-only ACL left the failed-over topic read-only; the next worker to run
+// its partitions makes it writable.
+func TestEngineLiftsReadOnlyOfStoppedTopicOnResume(t *testing.T) {
+	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"), kafkatest.User("app", "app-secret"))
+	src.CreateTopic(t, "orders", 2, nil)
+	e := openEngine(t, dst)
+	if _, err := e.CreateClusterMirror(context.Background(), mirrorstate.MirrorRecord{Name: "a-to-b", Source: mirrorstate.SourceConnection{
+		BootstrapServers: src.Addrs(), SASL: &mirrorstate.SASLSettings{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin-secret"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, e, "a-to-b", "orders", "")
+	waitState(t, e, "a-to-b", "orders", 2, partitionstate.StateMirroring)
+	dst.CreateACLs(t, kadm.NewACLs().Allow("User:app").AllowHosts("*").Topics("orders").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite, kadm.OpDescribe))
+	appWrite := func() error { return dst.ProduceAs(t, "app", "app-secret", "orders", []byte("app")) }
+	topicCmd(t, e.StopMirrorTopics, "a-to-b", "orders")
+	waitState(t, e, "a-to-b", "orders", 2, partitionstate.StateStopped)
+	if err := appWrite(); err != nil {
+		t.Fatalf("the application cannot write after failover: %v", err)
+	}
+	// What the crash leaves: every partition STOPPED, the read-only ACL still there.
+	e.Close()
+	dst.CreateACLs(t, readOnlyACL("orders"))
+	if err := appWrite(); err == nil {
+		t.Fatal("the application wrote through the read-only ACL")
+	}
+	openEngine(t, dst)
+	kafkatest.WaitUntil(t, 30*time.Second, "the failed-over topic writable again", func() bool { return appWrite() == nil })
+}
+
 // A→B mirrored, failed over to B, B written; mirroring B→A on A copies only B's new
 // records. A divergent A (written after the failover) fails with the record count under
 // "fail" and is recreated identical to B under "recreate".

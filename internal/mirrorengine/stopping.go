@@ -67,23 +67,24 @@ func (r *runner) liftReadOnlyIfTopicStopped(ctx context.Context, stopping bool) 
 }
 
 // afterStopped makes the topic writable if this partition, now STOPPED, was the last one
-// mirrored and its stop did not see it (see liftReadOnlyIfTopicStopped), retrying until it
-// succeeds or the engine stops.
-func (r *runner) afterStopped() {
-	r.e.wg.Go(func() {
-		for wait := time.Second; ; wait = min(2*wait, time.Minute) {
-			ctx, cancel := context.WithTimeout(r.e.ctx, 30*time.Second)
-			_, err := r.liftReadOnlyIfTopicStopped(ctx, false)
-			cancel()
-			if err == nil || r.e.ctx.Err() != nil {
-				return
-			}
-			r.log.Warn("making the stopped topic writable failed; retrying", "error", err, "retry_in", wait)
-			if kafkareq.Sleep(r.e.ctx, wait) != nil {
-				return
-			}
+// mirrored and its stop did not see it (see liftReadOnlyIfTopicStopped).
+func (r *runner) afterStopped() { r.e.wg.Go(r.liftOnceStopped) }
+
+// liftOnceStopped makes the topic writable if none of its partitions is mirrored any more,
+// retrying until it succeeds or the engine stops.
+func (r *runner) liftOnceStopped() {
+	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
+		ctx, cancel := context.WithTimeout(r.e.ctx, 30*time.Second)
+		_, err := r.liftReadOnlyIfTopicStopped(ctx, false)
+		cancel()
+		if err == nil || r.e.ctx.Err() != nil {
+			return
 		}
-	})
+		r.log.Warn("making the stopped topic writable failed; retrying", "error", err, "retry_in", wait)
+		if kafkareq.Sleep(r.e.ctx, wait) != nil {
+			return
+		}
+	}
 }
 
 // abortOpenTxns aborts every replayed transaction of this partition that is still open and
