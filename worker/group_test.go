@@ -420,10 +420,24 @@ func failures(t *testing.T, workers []*workerProc) []float64 {
 // TestWorkerGroupSourcePartitionsAdded: partitions added to a mirrored source topic are
 // mirrored by a group of three workers. Only the worker running the mirror's metadata sync
 // sees the source grow; it records the new partitions, so the group's leader assigns them
-// wherever it runs.
+// wherever it runs. A sync that crashed after growing the destination topic and before
+// recording the new partitions left them unrecorded: the next sync, seeing no growth, still
+// records them (a runner on another worker waits for its partition's record).
 func TestWorkerGroupSourcePartitionsAdded(t *testing.T) {
 	t.Parallel()
 	kafkatest.RequireFake(t)
+	for _, tc := range []struct {
+		name         string
+		grownAlready bool
+	}{{"sync grows the destination", false}, {"destination grown before the crash", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sourcePartitionsAdded(t, tc.grownAlready)
+		})
+	}
+}
+
+func sourcePartitionsAdded(t *testing.T, grownAlready bool) {
 	src, dst := kafkatest.Pair(t)
 	min := "500"
 	if _, err := dst.Admin(t).AlterBrokerConfigs(ctxT(t), []kadm.AlterConfig{{Name: "group.min.session.timeout.ms", Value: &min}}); err != nil {
@@ -440,8 +454,14 @@ func TestWorkerGroupSourcePartitionsAdded(t *testing.T) {
 	}
 	waitTopic(t, workers[1].Client, "grow", "events", "every partition MIRRORING with lag 0", caughtUp(api.StateMirroring))
 
-	if _, err := src.Admin(t).UpdatePartitions(ctx, 9, "events"); err != nil {
-		t.Fatal(err)
+	grow := []*kafkatest.Cluster{src}
+	if grownAlready {
+		grow = []*kafkatest.Cluster{dst, src}
+	}
+	for _, c := range grow {
+		if _, err := c.Admin(t).UpdatePartitions(ctx, 9, "events"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	kafkatest.ProduceKeyed(t, prod, "events", 1000, 900) // keyed: every partition gets records
 	kafkatest.WaitFor(t, 60*time.Second, "the nine partitions MIRRORING with lag 0, seen from each worker", func() (bool, string) {

@@ -57,8 +57,10 @@ type Engine interface {
 	// SourceReplaced fails the mirror's partitions for good: another cluster answers at
 	// the source's address.
 	SourceReplaced(mirror, msg string)
-	// PartitionsAdded records the partitions from to to-1 the destination topic gained.
-	PartitionsAdded(ctx context.Context, mirror, topic string, from, to int) error
+	// RecordPartitions records the start of each of the topic's first n partitions that
+	// has no record yet: the ones the destination topic just gained, or gained before a
+	// crash kept them from being recorded.
+	RecordPartitions(ctx context.Context, mirror, topic string, n int) error
 	// EnsureRunners starts the topic's partitions that have no runner yet.
 	EnsureRunners(ctx context.Context, mirror, topic string) error
 }
@@ -205,9 +207,9 @@ func (s *Syncer) syncPartitions(ctx context.Context, src kafkareq.Cluster, topic
 				continue
 			}
 			s.log.Info("destination topic grew with the source", "mirror", s.mirror, "topic", topic, "from", dm.Partitions, "to", sm.Partitions)
-			if err := s.engine.PartitionsAdded(ctx, s.mirror, topic, dm.Partitions, sm.Partitions); err != nil {
-				problems = append(problems, err.Error())
-			}
+		}
+		if err := s.engine.RecordPartitions(ctx, s.mirror, topic, sm.Partitions); err != nil {
+			problems = append(problems, err.Error())
 		}
 		if err := s.engine.EnsureRunners(ctx, s.mirror, topic); err != nil {
 			problems = append(problems, err.Error())

@@ -166,11 +166,11 @@ func (e *Engine) restartElsewhere(ctx context.Context, mirror, topic string) err
 	return nil
 }
 
-// recordNewPartitions records the PREPARING of the partitions a mirrored topic gained, from
-// partition `from` on, when several workers share the destination: the other workers — the
-// group's leader among them — learn of a partition from its record (or from the topic's
-// record changing), and only the worker that runs the mirror's sync has seen the source grow.
-func (e *Engine) recordNewPartitions(ctx context.Context, mirror, topic string, from, to int) error {
+// recordNewPartitions records the PREPARING of the partitions below n of a mirrored topic
+// that have no record (the ones it gained, even before a crash), when several workers share
+// the destination: a partition's runner on another worker starts from its record, and only
+// the worker that runs the mirror's sync has seen the source grow.
+func (e *Engine) recordNewPartitions(ctx context.Context, mirror, topic string, n int) error {
 	if e.cfg.Placement == nil {
 		return nil
 	}
@@ -178,9 +178,24 @@ func (e *Engine) recordNewPartitions(ctx context.Context, mirror, topic string, 
 	if err != nil {
 		return err
 	}
-	for p := int32(from); p < int32(to); p++ {
-		if _, ok := e.store.Partition(mirror, topic, p); ok {
+	unrecorded := func(p int32) bool {
+		_, ok := e.store.Partition(mirror, topic, p)
+		// An unreadable record stays: FAILED until the operator acts.
+		return !ok && e.recordProblem(mirrorstate.RecordKey{Kind: mirrorstate.KindPartition, Mirror: mirror, Topic: topic, Partition: p}) == ""
+	}
+	refreshed := false
+	for p := range int32(n) {
+		if !unrecorded(p) {
 			continue
+		}
+		// Another worker may have recorded it a moment ago: never write over that.
+		if !refreshed {
+			if err := e.Refresh(ctx); err != nil {
+				return err
+			}
+			if refreshed = true; !unrecorded(p) {
+				continue
+			}
 		}
 		if err := e.store.PutPartition(ctx, mirror, topic, p, mirrorstate.PartitionRecord{Status: start, UpdatedAt: time.Now().UTC()}); err != nil {
 			return fmt.Errorf("recording the new partition %s[%d]: %w", topic, p, err)

@@ -103,8 +103,8 @@ func (h syncHost) SourceReplaced(mirror, msg string) {
 	}
 }
 
-func (h syncHost) PartitionsAdded(ctx context.Context, mirror, topic string, from, to int) error {
-	return h.e.recordNewPartitions(ctx, mirror, topic, from, to)
+func (h syncHost) RecordPartitions(ctx context.Context, mirror, topic string, n int) error {
+	return h.e.recordNewPartitions(ctx, mirror, topic, n)
 }
 
 func (h syncHost) EnsureRunners(ctx context.Context, mirror, topic string) error {
