@@ -254,6 +254,7 @@ func (e *Engine) runner(k partitionKey) *runner {
 	}
 	r := newRunner(parent, e, k)
 	e.runners[k] = r
+	stopped := r.status.State == partitionstate.StateStopped // read before run() may change it
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -262,7 +263,7 @@ func (e *Engine) runner(k partitionKey) *runner {
 	// A worker that crashed after the last partitions of a topic recorded STOPPED but before
 	// one of them lifted the read-only ACL (afterStopped) left the failed-over topic
 	// read-only: whoever runs a STOPPED partition of it next looks again, once per topic.
-	if topic := (partitionKey{k.mirror, k.topic, 0}); r.status.State == partitionstate.StateStopped && !e.stoppedLooks[topic] {
+	if topic := (partitionKey{k.mirror, k.topic, 0}); stopped && !e.stoppedLooks[topic] {
 		e.stoppedLooks[topic] = true
 		e.wg.Go(func() {
 			r.liftOnceStopped()
