@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,8 +115,10 @@ type PartitionMirror struct {
 
 	fillerRecords int // records in a full-size filler batch that fits the destination
 
-	// lastEpoch is the source leader epoch of the last batch copied, -1 if unknown: every
-	// session checks that the source log of that epoch still reaches the destination end.
+	// lastEpoch is the source leader epoch of the newest batch sent to the destination, -1 if
+	// unknown: every session checks that the source log of that epoch still reaches the
+	// destination end. A batch sent whose answer was lost may or may not have landed; the
+	// check holds either way, since the source's epochs only grow with its offsets.
 	lastEpoch atomic.Int32
 
 	// draining asks Run to return at the next point where no replayed transaction is open.
@@ -147,7 +150,8 @@ func NewPartitionMirror(source, destination *kgo.Client, cfg PartitionConfig) *P
 	return m
 }
 
-// LastMirroredEpoch is the source leader epoch of the last batch copied, -1 if unknown.
+// LastMirroredEpoch is the source leader epoch of the newest batch sent to the destination
+// (the last batch copied once its answer came, as at a drain), -1 if unknown.
 func (m *PartitionMirror) LastMirroredEpoch() int32 { return m.lastEpoch.Load() }
 
 // SetLastMirroredEpoch hands a new mirror of the partition the source leader epoch of the
@@ -619,12 +623,14 @@ func (s *session) copyOnce(ctx context.Context) error {
 		open[pid] = t.open
 	}
 	p := planFetch(planInput{next: s.next, alignTo: s.alignTo, open: open, maxSize: s.dstTopic.MaxMessageBytes, fetched: f})
-	// Read before the writes: forwarding rewrites a batch's header in place.
-	var lastEpoch int32
-	copied := false
-	for _, w := range p.writes {
+	// Before the writes, whose answers may be lost while they land: the next session checks
+	// the lineage with the epoch of the newest batch the destination may hold. An older one
+	// ends where the next began, below the landed batches: a truncation that never was.
+	// (Read before too since forwarding rewrites a batch's header in place.)
+	for _, w := range slices.Backward(p.writes) {
 		if w.batch != nil {
-			lastEpoch, copied = w.batch.LeaderEpoch(), true
+			m.lastEpoch.Store(w.batch.LeaderEpoch())
+			break
 		}
 	}
 	for _, w := range p.writes {
@@ -638,9 +644,6 @@ func (s *session) copyOnce(ctx context.Context) error {
 	}
 	if err := s.checkMarkers(ctx); err != nil {
 		return err
-	}
-	if copied {
-		m.lastEpoch.Store(lastEpoch)
 	}
 	if p.err != nil {
 		return p.err

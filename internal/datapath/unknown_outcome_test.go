@@ -106,3 +106,26 @@ func unknownOutcomeAcrossWorkers(t *testing.T, src, dst *kafkatest.Cluster, topi
 	default:
 	}
 }
+
+// The source changes leader, and the answer to the produce of the first records of its new
+// leader epoch is lost. The next session checks the source's lineage with the epoch of the
+// newest batch the destination may hold: with the older epoch, which ends where the new one
+// begins, the landed batch looked like records the source no longer has (a truncation) and
+// the partition stopped.
+func TestMirrorUnknownOutcomeAfterSourceLeaderChange(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	faults, prod, errc, stop := faultyMirror(t, src, dst, "moving")
+	t.Cleanup(func() { stop(); <-errc })
+
+	src.Fake().ShufflePartitionLeaders()
+	faults.DropNextAnswer()
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("moving", 0, 20, "new-epoch")...)
+	kafkatest.WaitUntil(t, 30*time.Second, "a produce answer to be dropped", func() bool { return faults.Fired() == 1 })
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("moving", 0, 10, "after")...)
+	kafkatest.WaitIdentical(t, src, dst, "moving", kafkatest.IdenticalWithin)
+	select {
+	case err := <-errc:
+		t.Fatalf("the mirror stopped: %v", err)
+	default:
+	}
+}
