@@ -66,6 +66,7 @@ type config struct {
 
 	kafkaVersion  string            // a real Apache Kafka cluster of this version; "" for kfake
 	brokerConfigs map[string]string // real brokers' server.properties overrides
+	jvmOptions    []string          // real brokers' JVM options; nil: testJVMOptions
 
 	// markerGate, when set, holds every deferred marker until it is
 	// closed (tests use it to observe the window deterministically).
@@ -135,6 +136,10 @@ func BrokerConfig(key, value string) Option {
 		c.brokerConfigs[key] = value
 	}
 }
+
+// JVMOptions replaces the JVM options real brokers run with (by default a small heap and a
+// quick-starting JIT, for tests that run several JVMs on two cores). kfake clusters ignore it.
+func JVMOptions(opts ...string) Option { return func(c *config) { c.jvmOptions = opts } }
 
 // Cluster is a running Kafka cluster: kfake, or real Apache Kafka brokers.
 type Cluster struct {

@@ -22,10 +22,11 @@ import (
 // ports. One node is a combined broker and controller; with more than one broker a
 // dedicated controller runs beside them, so that any broker can be killed and restarted.
 type kafkaCluster struct {
-	version string
-	libs    string
-	dir     string
-	id      string
+	version    string
+	libs       string
+	dir        string
+	id         string
+	jvmOptions []string
 
 	controller *kafkaNode // nil when the only broker is also the controller
 	brokers    []*kafkaNode
@@ -60,7 +61,10 @@ func startKafka(cfg config) (*kafkaCluster, error) {
 			return nil, fmt.Errorf("kafkatest: %w", err)
 		}
 	}
-	k := &kafkaCluster{version: cfg.kafkaVersion, libs: libs, dir: dir, id: kafkaUUID()}
+	k := &kafkaCluster{version: cfg.kafkaVersion, libs: libs, dir: dir, id: kafkaUUID(), jvmOptions: cfg.jvmOptions}
+	if k.jvmOptions == nil {
+		k.jvmOptions = testJVMOptions
+	}
 	if err := k.layout(cfg); err != nil {
 		return nil, err
 	}
@@ -256,15 +260,18 @@ func (k *kafkaCluster) format(ctx context.Context, cfg config) error {
 	return nil
 }
 
+// testJVMOptions give a broker a small heap and a quick-starting JIT: tests run several
+// JVMs on two cores.
+var testJVMOptions = []string{"-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"}
+
 // java returns the command that runs class (the first arg) with the cluster's jars, the
-// node's logging and a small heap: tests run several JVMs on two cores.
+// node's logging and the cluster's JVM options.
 func (k *kafkaCluster) java(n *kafkaNode, args ...string) *exec.Cmd {
-	jargs := []string{
-		"-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
+	jargs := append(slices.Clone(k.jvmOptions),
 		"-Djava.awt.headless=true",
-		"-Dlog4j2.configurationFile=" + filepath.Join(n.dir, "log4j2.properties"),
+		"-Dlog4j2.configurationFile="+filepath.Join(n.dir, "log4j2.properties"),
 		"-cp", filepath.Join(k.libs, "*"),
-	}
+	)
 	cmd := exec.Command("java", append(jargs, args...)...)
 	cmd.Dir = n.dir
 	killWithParent(cmd)

@@ -155,9 +155,17 @@ func startKfake(r *runner) *cluster {
 	}}
 }
 
+// kafkaServerJVM are the JVM options Apache Kafka's kafka-server-start.sh and
+// kafka-run-class.sh give a broker: the bench measures brokers as users run them, not with
+// the tests' small heap and quick-starting JIT.
+var kafkaServerJVM = []string{
+	"-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+	"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15",
+}
+
 // startKafka starts a one-broker Apache Kafka cluster (its JVM is its own process).
 func startKafka(r *runner, version string) *cluster {
-	c, err := kafkatest.Start(kafkatest.Kafka(version))
+	c, err := kafkatest.Start(kafkatest.Kafka(version), kafkatest.JVMOptions(kafkaServerJVM...))
 	r.check(err, "starting Apache Kafka "+version)
 	r.Cleanup(c.Close)
 	return &cluster{addrs: c.Addrs()}
