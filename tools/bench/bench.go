@@ -578,12 +578,12 @@ func (b *bench) copier(from, to string, codec kgo.CompressionCodec, want map[int
 
 // latencies reads records of topic written by stamp on the destination from the given
 // offsets and sends each one's delay (now minus the time in its value) to got.
-func (b *bench) latencies(ctx context.Context, topic string, from map[int32]int64, got chan<- time.Duration) {
+func (b *bench) latencies(ctx context.Context, on *cluster, topic string, from map[int32]int64, got chan<- time.Duration) {
 	start := map[string]map[int32]kgo.Offset{topic: {}}
 	for p, o := range from {
 		start[topic][p] = kgo.NewOffset().At(o)
 	}
-	cons, _ := b.client(b.dst, kgo.ConsumePartitions(start), kgo.FetchMaxWait(time.Second))
+	cons, _ := b.client(on, kgo.ConsumePartitions(start), kgo.FetchMaxWait(time.Second))
 	go func() {
 		for ctx.Err() == nil {
 			fs := cons.PollFetches(ctx)
@@ -608,7 +608,8 @@ func percentile(sorted []time.Duration, q float64) float64 {
 }
 
 // busyBesideIdle writes a steady stream into one partition while 7 others on the same
-// broker stay idle, and measures the stream's end-to-end delay.
+// broker stay idle, and measures the stream's end-to-end delay, beside the delay until a
+// reader of the source itself sees each record (the floor of any copy).
 func (b *bench) busyBesideIdle(res *result) {
 	const topic = "busy"
 	b.createTopic(b.sadm, topic, 8, nil)
@@ -616,23 +617,34 @@ func (b *bench) busyBesideIdle(res *result) {
 	b.waitMirroring(topic)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	got := make(chan time.Duration, 1<<16)
-	b.latencies(ctx, topic, map[int32]int64{0: 0}, got)
+	got, atSource := make(chan time.Duration, 1<<16), make(chan time.Duration, 1<<16)
+	b.latencies(ctx, b.dst, topic, map[int32]int64{0: 0}, got)
+	b.latencies(ctx, b.src, topic, map[int32]int64{0: 0}, atSource)
 	prod, _ := b.client(b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	// An unstamped record first (latencies passes it over), and the stream once it is on the
 	// destination: the stream measures a partition being copied, not the writer connecting
 	// or the session starting (the idle measurement's first pickup shows that).
 	b.r.check(prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Partition: 0}).FirstErr(), "warming up the busy partition's writer")
 	b.watchCopy(topic, map[int32]int64{0: 1}, nil)
-	sent := 0
-	for end := time.Now().Add(b.o.busyFor); time.Now().Before(end); sent++ {
-		prod.Produce(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: stamp()}, nil)
-		time.Sleep(2 * time.Millisecond)
+	stream := func(d time.Duration) (delays, sourceDelays []time.Duration) {
+		sent := 0
+		for end := time.Now().Add(d); time.Now().Before(end); sent++ {
+			prod.Produce(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: stamp()}, nil)
+			time.Sleep(2 * time.Millisecond)
+		}
+		b.r.check(prod.Flush(b.ctx()), "flushing the busy partition")
+		return b.collect(got, sent), b.collect(atSource, sent)
 	}
-	b.r.check(prod.Flush(b.ctx()), "flushing the busy partition")
-	ds := b.collect(got, sent)
+	// A fresh JVM compiles the brokers' produce and fetch paths in its first seconds, when
+	// the source's own readers wait tens of milliseconds too; brokers in use did so long
+	// ago. Those seconds are a figure of their own.
+	warm, _ := stream(b.o.busyWarmUp)
+	res.set("busy.warmup.p99", percentile(warm, 0.99))
+	ds, sds := stream(b.o.busyFor)
 	res.set("busy.p50", percentile(ds, 0.5))
 	res.set("busy.p99", percentile(ds, 0.99))
+	res.set("busy.source.p50", percentile(sds, 0.5))
+	res.set("busy.source.p99", percentile(sds, 0.99))
 	b.pause(topic)
 }
 
@@ -686,7 +698,7 @@ func (b *bench) idlePickup(res *result) {
 		from[int32(p)] = 0
 	}
 	got := make(chan time.Duration, b.o.samples)
-	b.latencies(ctx, topic, from, got)
+	b.latencies(ctx, b.dst, topic, from, got)
 	// The first record, written as soon as every partition is MIRRORING, also waits for the
 	// sessions still starting and for the destination consumer's first fetches; the samples
 	// after it measure partitions that sit idle.

@@ -38,6 +38,7 @@ type options struct {
 	memPartitions  int
 	samples        int
 	busyFor        time.Duration
+	busyWarmUp     time.Duration
 	compacted      int
 	holeRun        int
 	headOffset     int64
@@ -65,6 +66,7 @@ func main() {
 	flag.IntVar(&o.memPartitions, "memory-partitions", 1000, "partitions mirrored to measure the worker's memory per partition")
 	flag.IntVar(&o.samples, "samples", 20, "records written to idle partitions for the pickup latency")
 	flag.DurationVar(&o.busyFor, "busy-for", 10*time.Second, "how long the busy partition is written beside 7 idle ones")
+	flag.DurationVar(&o.busyWarmUp, "busy-warm-up", 5*time.Second, "how long the busy partition is written first, measured apart (fresh brokers compile their paths)")
 	flag.IntVar(&o.compacted, "compacted-records", 10_000, "records written to the compacted topic before the cleaner runs")
 	flag.IntVar(&o.holeRun, "hole-run", 100_000, "holes in a row in the second compacted topic (one key overwritten so often)")
 	flag.Int64Var(&o.headOffset, "head-offset", 10_000_000, "source log start offset for head alignment")
@@ -222,6 +224,8 @@ var figureRows = []row{
 	{"MirrorMaker 2, uncompressed (MiB/s)", "", "throughput", formatted("%.1f", "mm2.none")},
 	{"source log bytes per batch, zstd / uncompressed (KiB)", "", "throughput", formatted("%.0f / %.0f", "batch.zstd", "batch.none")},
 	{"one busy + 7 idle: p50 (ms)", "", "busy", formatted("%.0f", "busy.p50")},
+	{"the busy partition read at the source itself: p50 / p99 (ms)", "", "busy", formatted("%.0f / %.0f", "busy.source.p50", "busy.source.p99")},
+	{"one busy + 7 idle: p99 over the first -busy-warm-up on fresh brokers (ms)", "", "busy", formatted("%.0f", "busy.warmup.p99")},
 	{"idle partitions: first record right after all MIRRORING picked up after (ms)", "", "idle", formatted("%.0f", "idle.first")},
 	{"idle pickups not seen within the wait", "", "idle", formatted("%.0f", "idle.missing")},
 	{"compacted topic: offsets / holes", "", "compacted", formatted("%.0f / %.0f", "compacted.offsets", "compacted.holes")},
