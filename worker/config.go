@@ -27,6 +27,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/datapath"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
@@ -53,8 +54,11 @@ type Config struct {
 	// StallAfter is how long a MIRRORING partition's data path sessions may fail before
 	// describe and metrics report it stalled.
 	StallAfter time.Duration
-	Log        LogConfig
-	Group      GroupConfig
+	// FetchBufferBytes bounds the fetched bytes each mirrored partition holds ahead of its
+	// writes.
+	FetchBufferBytes int64
+	Log              LogConfig
+	Group            GroupConfig
 }
 
 // GroupConfig is the worker's membership in the group of the workers that share the
@@ -137,6 +141,9 @@ var (
 	// 6s and 30m by default); a short one is for tests, with a lowered minimum.
 	sessionTimeoutRange    = api.DurationRange{Min: 500 * time.Millisecond, Max: 30 * time.Minute}
 	heartbeatIntervalRange = api.DurationRange{Min: 50 * time.Millisecond, Max: time.Minute}
+	// Below 64 KiB a partition fetches a batch at a time; above 1 GiB one partition can hold
+	// more than a worker's memory.
+	fetchBufferRange = struct{ min, max int64 }{64 << 10, 1 << 30}
 )
 
 // minTokenLen is the shortest API token the worker accepts: a guessable token is no
@@ -149,10 +156,11 @@ func defaultConfig() Config {
 		State: StateConfig{Topic: kip.StateTopic, Partitions: 1, ReplicationFactor: -1},
 		// The KIP's defaults: mirror.failed.retry.initial.backoff.ms 100,
 		// .max.backoff.ms 300000, .max.attempts 20.
-		Retry:      RetryConfig{InitialBackoff: kip.RetryInitialBackoff, MaxBackoff: kip.RetryMaxBackoff, MaxAttempts: kip.RetryMaxAttempts},
-		StallAfter: mirrorengine.DefaultStallAfter,
-		Log:        LogConfig{Format: "json", Level: "info"},
-		Group:      GroupConfig{Name: membership.DefaultGroup, SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second},
+		Retry:            RetryConfig{InitialBackoff: kip.RetryInitialBackoff, MaxBackoff: kip.RetryMaxBackoff, MaxAttempts: kip.RetryMaxAttempts},
+		StallAfter:       mirrorengine.DefaultStallAfter,
+		FetchBufferBytes: datapath.DefaultFetchBufferBytes,
+		Log:              LogConfig{Format: "json", Level: "info"},
+		Group:            GroupConfig{Name: membership.DefaultGroup, SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second},
 	}
 }
 
@@ -282,6 +290,8 @@ var settings = []*setting{
 		set: integer(16, func(c *Config, n int64) { c.Retry.MaxAttempts = int16(n) })},
 	{key: "stall_after", usage: fmt.Sprintf("how long a MIRRORING partition's data path may fail to reach a cluster before describe and metrics report it stalled, %s (default %v)", stallAfterRange, mirrorengine.DefaultStallAfter),
 		set: duration(stallAfterRange, func(c *Config) *time.Duration { return &c.StallAfter })},
+	{key: "fetch_buffer_bytes", usage: fmt.Sprintf("fetched bytes each mirrored partition may hold ahead of its writes (its next fetches are in flight while it writes), %d to %d (default %d: a worker with many busy partitions holds about partitions × this much)", fetchBufferRange.min, fetchBufferRange.max, datapath.DefaultFetchBufferBytes),
+		set: integer(64, func(c *Config, n int64) { c.FetchBufferBytes = n })},
 	{key: "group.name", usage: fmt.Sprintf("group of the workers that share the destination and split its work (default %s)", membership.DefaultGroup),
 		set: str(func(c *Config) *string { return &c.Group.Name })},
 	{key: "group.worker_id", usage: "this worker's name in the group (default: host name and API port)",
@@ -541,6 +551,9 @@ func (c *Config) validate(embedded bool) error {
 	}
 	if c.Retry.MaxBackoff < c.Retry.InitialBackoff {
 		return cfgErr("%s (%v) is shorter than %s (%v)", named("retry.max_backoff"), c.Retry.MaxBackoff, named("retry.initial_backoff"), c.Retry.InitialBackoff)
+	}
+	if c.FetchBufferBytes < fetchBufferRange.min || c.FetchBufferBytes > fetchBufferRange.max {
+		return cfgErr("%s must be from %d to %d bytes, not %d", named("fetch_buffer_bytes"), fetchBufferRange.min, fetchBufferRange.max, c.FetchBufferBytes)
 	}
 	if c.Group.Name == "" {
 		return cfgErr("%s must not be empty", named("group.name"))

@@ -82,6 +82,7 @@ log:
   level: debug
 state:
   topic: __custom_state
+fetch_buffer_bytes: 1048576
 `)
 	env := map[string]string{
 		"KAFKAMIRROR_CONFIG":     file,
@@ -106,6 +107,7 @@ state:
 		{"sasl from the file", cfg.Destination.SASL, SASLConfig{"SCRAM-SHA-512", "file-user", "file-pass"}},
 		{"retry", cfg.Retry, RetryConfig{time.Second, 10 * time.Second, 3}},
 		{"state topic", cfg.State.Topic, "__custom_state"},
+		{"fetch buffer from the file", cfg.FetchBufferBytes, int64(1 << 20)},
 		{"bool flag without a value", cfg.Destination.TLS.Enabled, true},
 	}
 	for _, c := range checks {
@@ -220,6 +222,12 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 			[]string{"api.tls.cert_file", "api.tls.key_file", "together"}, ""},
 		{"state partitions", nil, with("KAFKAMIRROR_STATE_PARTITIONS", "0"), []string{"state.partitions", "at least 1"}, ""},
 		{"state partitions not a number", nil, with("KAFKAMIRROR_STATE_PARTITIONS", "many"), []string{"KAFKAMIRROR_STATE_PARTITIONS", "not an integer"}, ""},
+		{"fetch buffer below the floor", []string{"--fetch-buffer-bytes", "1024"}, ok,
+			[]string{"fetch_buffer_bytes", "KAFKAMIRROR_FETCH_BUFFER_BYTES", "--fetch-buffer-bytes", "from 65536 to 1073741824 bytes, not 1024"}, ""},
+		{"fetch buffer above the ceiling", nil, with("KAFKAMIRROR_FETCH_BUFFER_BYTES", "2147483648"),
+			[]string{"fetch_buffer_bytes", "not 2147483648"}, ""},
+		{"fetch buffer not a number", nil, with("KAFKAMIRROR_FETCH_BUFFER_BYTES", "4MiB"),
+			[]string{"KAFKAMIRROR_FETCH_BUFFER_BYTES", "not an integer"}, ""},
 		{"bad state topic", []string{"--state-topic", "a/b"}, ok, []string{"state.topic", `"a/b"`}, ""},
 		{"unknown file key", []string{"--config", badFile}, ok, []string{badFile, "line 3", `unknown setting "api.tokn"`}, ""},
 		{"nested aliases", []string{"--config", laughsFile}, ok, []string{laughsFile, "more than 64 YAML aliases"}, ""},
@@ -296,7 +304,8 @@ func TestConfigDefaults(t *testing.T) {
 	want := defaultConfig()
 	want.Destination.BootstrapServers = []string{"h:1"}
 	want.API.Token = "token-0123456789"
-	if cfg.API != want.API || cfg.State != want.State || cfg.Retry != want.Retry || cfg.Log != want.Log || cfg.SecretKey != "" {
+	if cfg.API != want.API || cfg.State != want.State || cfg.Retry != want.Retry || cfg.Log != want.Log || cfg.SecretKey != "" ||
+		cfg.FetchBufferBytes != 4<<20 {
 		t.Fatalf("got %+v, want %+v", cfg, want)
 	}
 }

@@ -269,11 +269,12 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 				Topic: cfg.State.Topic, Partitions: cfg.State.Partitions, ReplicationFactor: cfg.State.ReplicationFactor,
 				Sealer: sealer, Logger: log,
 			},
-			Retry:      partitionstate.RetryPolicy{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, MaxAttempts: cfg.Retry.MaxAttempts},
-			StallAfter: cfg.StallAfter,
-			Logger:     log,
-			Observer:   m,
-			Placement:  grp,
+			Retry:            partitionstate.RetryPolicy{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, MaxAttempts: cfg.Retry.MaxAttempts},
+			StallAfter:       cfg.StallAfter,
+			FetchBufferBytes: int(cfg.FetchBufferBytes),
+			Logger:           log,
+			Observer:         m,
+			Placement:        grp,
 		}, slot, log)
 		if e != nil && !joinGroup(runCtx, grp, cfg, grpClient, e, apiURL, slot, log) {
 			e.Close()

@@ -52,12 +52,17 @@ type PartitionConfig struct {
 	// broker, each carrying batches of many partitions; default 5. The first partition
 	// writing to a broker sets it for all.
 	ProduceRequestsInFlight int
-	FetchMaxBytes           int32         // default 8 MiB
-	FetchBufferBytes        int           // fetched bytes a partition holds ahead of its writes; default FetchMaxBytes
+	FetchMaxBytes           int32         // of one partition in one fetch answer; default 1 MiB
+	FetchBufferBytes        int           // fetched bytes a partition holds ahead of its writes; default DefaultFetchBufferBytes
 	TransactionTimeout      time.Duration // of replayed destination transactions; default 15m
 	Logger                  *slog.Logger  // default slog.Default()
 	Observer                Observer      // default: discards
 }
+
+// DefaultFetchBufferBytes is a partition's fetch-ahead buffer unless configured: enough for
+// the next fetches to be in flight while the session writes, small enough that a worker with
+// many busy partitions holds at most about partitions × this much of fetched data.
+const DefaultFetchBufferBytes = 4 << 20
 
 func (c *PartitionConfig) defaults() {
 	if c.MaxInFlight <= 0 {
@@ -67,10 +72,10 @@ func (c *PartitionConfig) defaults() {
 		c.ProduceRequestsInFlight = 5
 	}
 	if c.FetchMaxBytes <= 0 {
-		c.FetchMaxBytes = 8 << 20
+		c.FetchMaxBytes = 1 << 20 // Kafka's consumer and replica fetchers read 1 MiB of a partition per fetch
 	}
 	if c.FetchBufferBytes <= 0 {
-		c.FetchBufferBytes = int(c.FetchMaxBytes)
+		c.FetchBufferBytes = DefaultFetchBufferBytes
 	}
 	if c.TransactionTimeout <= 0 {
 		c.TransactionTimeout = 15 * time.Minute

@@ -47,6 +47,9 @@ type Config struct {
 	// FollowInterval is how often a placed engine rereads __mirror_state for the other
 	// workers' writes; default DefaultFollowInterval.
 	FollowInterval time.Duration
+	// FetchBufferBytes bounds the fetched bytes each partition holds ahead of its writes;
+	// default datapath.DefaultFetchBufferBytes.
+	FetchBufferBytes int
 }
 
 // Engine is the control plane: it validates and applies the KIP's commands, records them

@@ -277,7 +277,8 @@ func (r *runner) startFetching() error {
 	m := datapath.NewPartitionMirror(src, r.e.cfg.Destination, datapath.PartitionConfig{
 		Mirror: r.key.mirror, Topic: r.key.topic, Partition: r.key.partition, Logger: r.e.log,
 		SourceClusterID: rec.SourceClusterID, SourceTopicID: tc.SourceTopicID, Observer: sessionWatch{r.e.cfg.Observer, r},
-		Source: func() (*kgo.Client, error) { return r.e.source(r.key.mirror) },
+		Source:           func() (*kgo.Client, error) { return r.e.source(r.key.mirror) },
+		FetchBufferBytes: r.e.cfg.FetchBufferBytes,
 	})
 	m.SetLastMirroredEpoch(r.lastEpoch)
 	ctx, cancel := context.WithCancel(r.ctx)
