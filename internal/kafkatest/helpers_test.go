@@ -73,6 +73,9 @@ type batchSpec struct {
 	lod      *int32 // overrides lastOffsetDelta
 	count    *int32 // overrides recordCount
 	explicit bool   // pid/epoch/seq as given (else -1/-1/-1 unless pid set)
+	cut      int    // bytes cut off the end of the records before compressing and sealing
+	damage   bool   // a byte of the compressed records flipped before sealing
+	badCRC   bool   // the CRC field off by one
 }
 
 func i32(v int32) *int32 { return &v }
@@ -96,6 +99,7 @@ func buildBatch(recs []rec, spec batchSpec) []byte {
 		payload = kr.AppendTo(payload)
 		maxTS = max(maxTS, r.ts)
 	}
+	payload = payload[:len(payload)-spec.cut]
 	var attrs int16
 	if spec.gzip {
 		var buf bytes.Buffer
@@ -104,6 +108,9 @@ func buildBatch(recs []rec, spec batchSpec) []byte {
 		_ = zw.Close()
 		payload = buf.Bytes()
 		attrs |= 1
+	}
+	if spec.damage {
+		payload[len(payload)/2] ^= 0xff
 	}
 	if spec.txn {
 		attrs |= attrTransactional
@@ -134,6 +141,9 @@ func buildBatch(recs []rec, spec batchSpec) []byte {
 	b.Length = int32(len(enc) - 12)
 	enc = b.AppendTo(nil)
 	b.CRC = int32(crc32.Checksum(enc[21:], crc32c))
+	if spec.badCRC {
+		b.CRC++
+	}
 	return b.AppendTo(nil)
 }
 

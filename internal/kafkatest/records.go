@@ -38,6 +38,9 @@ func splitBatches(raw []byte) [][]byte {
 	return out
 }
 
+// errDecompress is a batch whose records do not decompress.
+var errDecompress = errors.New("records do not decompress")
+
 // batchRecords decompresses a batch's records and parses every record
 // present (which need not be NumRecords of them).
 func batchRecords(b *kmsg.RecordBatch) ([]kmsg.Record, error) {
@@ -46,7 +49,7 @@ func batchRecords(b *kmsg.RecordBatch) ([]kmsg.Record, error) {
 		var err error
 		data, err = decompressor.Decompress(data, kgo.CompressionCodecType(codec))
 		if err != nil {
-			return nil, fmt.Errorf("decompressing codec %d: %w", codec, err)
+			return nil, fmt.Errorf("%w (codec %d): %v", errDecompress, codec, err)
 		}
 	}
 	// Every record takes at least 7 bytes; sizing up front keeps million-record
@@ -92,9 +95,15 @@ func validateProduceBatch(raw []byte) (code int16, reason string, nullKey bool) 
 	if b.ProducerID >= 0 && b.FirstSequence < 0 {
 		return invalid, fmt.Sprintf("Invalid sequence number %d for producer %d", b.FirstSequence, b.ProducerID), false
 	}
+	// Apache Kafka answers a record that does not parse with INVALID_RECORD, and records
+	// that do not decompress with UNKNOWN_SERVER_ERROR (its decompressing stream's
+	// exception is not mapped to a code); proven on 4.0 and 4.4 (TestKafkaProduceValidation).
 	recs, err := batchRecords(&b)
-	if err != nil {
-		return kerr.CorruptMessage.Code, "Corrupt records: " + err.Error(), false
+	switch {
+	case errors.Is(err, errDecompress):
+		return kerr.UnknownServerError.Code, "Corrupt records: " + err.Error(), false
+	case err != nil:
+		return invalid, "Invalid records: " + err.Error(), false
 	}
 	if len(recs) != int(b.NumRecords) {
 		return invalid, fmt.Sprintf("Batch declares %d records but holds %d", b.NumRecords, len(recs)), false

@@ -384,24 +384,30 @@ func checkProduceValidation(t *testing.T, c *Cluster) {
 	two := []rec{kv("k1", "a", 100), kv("k2", "b", 101)}
 	nullKey := []rec{kv("k1", "a", 100), kv("", "b", 101)}
 	cases := []struct {
-		name   string
-		topic  string
-		batch  []byte
-		reject bool
+		name  string
+		topic string
+		batch []byte
+		want  *kerr.Error // nil: appended
 	}{
-		{"valid", "plain", buildBatch(two, batchSpec{}), false},
-		{"valid gzip", "plain", buildBatch(two, batchSpec{gzip: true}), false},
-		{"valid idempotent", "plain", buildBatch(two, batchSpec{pid: 4242, epoch: 0, seq: 0}), false},
-		{"empty batch", "plain", buildBatch(nil, batchSpec{}), true},
-		{"offset range wider than count", "plain", buildBatch(two, batchSpec{lod: i32(10)}), true},
-		{"count says 10, 2 present", "plain", buildBatch(two, batchSpec{lod: i32(9), count: i32(10)}), true},
-		{"gzip count says 3, 2 present", "plain", buildBatch(two, batchSpec{gzip: true, lod: i32(2), count: i32(3)}), true},
-		{"producer id without sequence", "plain", buildBatch(two, batchSpec{pid: 77, epoch: 0, seq: -1}), true},
-		{"null key, plain topic", "plain", buildBatch(nullKey, batchSpec{}), false},
-		{"null key, compacted at creation", "compacted", buildBatch(nullKey, batchSpec{}), true},
-		{"keys, compacted", "compacted", buildBatch(two, batchSpec{}), false},
-		{"null key, compacted by IncrementalAlterConfigs", "altered", buildBatch(nullKey, batchSpec{}), true},
-		{"null key, compacted by AlterConfigs", "legacy-altered", buildBatch(nullKey, batchSpec{}), true},
+		{"valid", "plain", buildBatch(two, batchSpec{}), nil},
+		{"valid gzip", "plain", buildBatch(two, batchSpec{gzip: true}), nil},
+		{"valid idempotent", "plain", buildBatch(two, batchSpec{pid: 4242, epoch: 0, seq: 0}), nil},
+		{"empty batch", "plain", buildBatch(nil, batchSpec{}), kerr.InvalidRecord},
+		{"offset range wider than count", "plain", buildBatch(two, batchSpec{lod: i32(10)}), kerr.InvalidRecord},
+		{"count says 10, 2 present", "plain", buildBatch(two, batchSpec{lod: i32(9), count: i32(10)}), kerr.InvalidRecord},
+		{"gzip count says 3, 2 present", "plain", buildBatch(two, batchSpec{gzip: true, lod: i32(2), count: i32(3)}), kerr.InvalidRecord},
+		{"CRC false", "plain", buildBatch(two, batchSpec{badCRC: true}), kerr.CorruptMessage},
+		// The CRC holds (it is computed over the cut records), the last record does not.
+		{"record cut short", "plain", buildBatch(two, batchSpec{cut: 1}), kerr.InvalidRecord},
+		{"gzip record cut short", "plain", buildBatch(two, batchSpec{gzip: true, cut: 1}), kerr.InvalidRecord},
+		// Records that do not decompress: Kafka's decompressing stream throws, unmapped.
+		{"gzip stream damaged", "plain", buildBatch(two, batchSpec{gzip: true, damage: true}), kerr.UnknownServerError},
+		{"producer id without sequence", "plain", buildBatch(two, batchSpec{pid: 77, epoch: 0, seq: -1}), kerr.InvalidRecord},
+		{"null key, plain topic", "plain", buildBatch(nullKey, batchSpec{}), nil},
+		{"null key, compacted at creation", "compacted", buildBatch(nullKey, batchSpec{}), kerr.InvalidRecord},
+		{"keys, compacted", "compacted", buildBatch(two, batchSpec{}), nil},
+		{"null key, compacted by IncrementalAlterConfigs", "altered", buildBatch(nullKey, batchSpec{}), kerr.InvalidRecord},
+		{"null key, compacted by AlterConfigs", "legacy-altered", buildBatch(nullKey, batchSpec{}), kerr.InvalidRecord},
 	}
 	for _, version := range []int16{13, 11} {
 		v := kversion.Stable()
@@ -411,15 +417,15 @@ func checkProduceValidation(t *testing.T, c *Cluster) {
 			before := partitionOffsets(t, cl, tc.topic, 0).hw
 			rp := produceRaw(t, cl, tc.topic, 0, tc.batch)
 			after := partitionOffsets(t, cl, tc.topic, 0).hw
-			switch {
-			case tc.reject && rp.ErrorCode != kerr.InvalidRecord.Code:
-				t.Errorf("v%d %s: %v, want INVALID_RECORD", version, tc.name, kerr.ErrorForCode(rp.ErrorCode))
-			case tc.reject && after != before:
+			switch reject := tc.want != nil; {
+			case reject && rp.ErrorCode != tc.want.Code:
+				t.Errorf("v%d %s: %v, want %s", version, tc.name, kerr.ErrorForCode(rp.ErrorCode), tc.want.Message)
+			case reject && after != before:
 				t.Errorf("v%d %s: high watermark %d -> %d: want nothing appended", version, tc.name, before, after)
 			// Strict mode says why; Apache Kafka answers most of these without a message.
-			case tc.reject && c.Fake() != nil && (rp.ErrorMessage == nil || *rp.ErrorMessage == ""):
+			case reject && c.Fake() != nil && (rp.ErrorMessage == nil || *rp.ErrorMessage == ""):
 				t.Errorf("v%d %s: high watermark %d -> %d, message %v: want nothing appended and a reason", version, tc.name, before, after, rp.ErrorMessage)
-			case !tc.reject && rp.ErrorCode != 0:
+			case !reject && rp.ErrorCode != 0:
 				t.Errorf("v%d %s: %v, want success", version, tc.name, kerr.ErrorForCode(rp.ErrorCode))
 			}
 		}
