@@ -338,10 +338,15 @@ func (b *bench) throughput(res *result) {
 		res.set("batch."+codec.name, float64(size)/float64(n)/1024)
 
 		log.Printf("%s: mirror %s", b.kind, topic)
+		pid := b.worker.Cmd.Process.Pid
+		b.r.check(resetPeakRSS(pid), "resetting the worker's peak memory")
 		cpu0 := b.workerCPU()
 		failed := b.startMirror(topic)
 		t := b.watchCopy(topic, want, failed)
 		res.set("cpu."+codec.name, float64((b.workerCPU()-cpu0).Milliseconds())/(float64(payload)/(1<<20)))
+		peak, err := peakRSS(pid)
+		b.r.check(err, "the worker's peak memory")
+		res.set("rss."+codec.name, float64(peak)/(1<<20))
 		res.set("mirror."+codec.name, mibPerSecond(payload, t))
 		b.pause(topic)
 

@@ -222,6 +222,7 @@ var figureRows = []row{
 	{"direct raw ingest, uncompressed (MiB/s)", "", "throughput", formatted("%.1f", "raw.none")},
 	{"consumer+producer, uncompressed (MiB/s)", "", "throughput", formatted("%.1f", "copier.none")},
 	{"MirrorMaker 2, uncompressed (MiB/s)", "", "throughput", formatted("%.1f", "mm2.none")},
+	{"worker peak resident memory while mirroring, zstd / uncompressed (MiB)", "", "throughput", formatted("%.0f / %.0f", "rss.zstd", "rss.none")},
 	{"source log bytes per batch, zstd / uncompressed (KiB)", "", "throughput", formatted("%.0f / %.0f", "batch.zstd", "batch.none")},
 	{"one busy + 7 idle: p50 (ms)", "", "busy", formatted("%.0f", "busy.p50")},
 	{"the busy partition read at the source itself: p50 / p99 (ms)", "", "busy", formatted("%.0f / %.0f", "busy.source.p50", "busy.source.p99")},

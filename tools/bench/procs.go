@@ -259,3 +259,28 @@ func mirrorMaker(r *runner, version string, src, dst *cluster, topic, codec stri
 	r.Cleanup(stop)
 	return stop
 }
+
+// resetPeakRSS starts a new high-water mark of a process's resident memory (clear_refs 5,
+// Linux 4.0 and later).
+func resetPeakRSS(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// peakRSS is the most resident memory of a process, in bytes, since it started or since
+// resetPeakRSS (VmHWM of /proc/<pid>/status).
+func peakRSS(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("unreadable VmHWM in /proc/%d/status: %q", pid, v)
+			}
+			return kib << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
