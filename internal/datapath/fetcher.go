@@ -200,9 +200,12 @@ func (fd *feed) reset(offset int64) {
 	fd.f.poke()
 }
 
-// fetchable tells whether the fetch session holds the feed. Guarded by f.mu.
+// fetchable tells whether the fetch session holds the feed: while its buffer has room for
+// a whole answer (maxBytes, or all of a smaller buffer). A feed fetching into whatever room
+// is left would, once its writer falls behind, be answered one small batch at a time, each
+// a fetch and an answer of its own. Guarded by f.mu.
 func (fd *feed) fetchable() bool {
-	return !fd.closed && !fd.failed && fd.bufBytes < fd.bufLimit
+	return !fd.closed && !fd.failed && fd.bufLimit-fd.bufBytes >= min(int(fd.maxBytes), fd.bufLimit)
 }
 
 // budget is what the feed's next answer may hold: the buffer's room, at most maxBytes.

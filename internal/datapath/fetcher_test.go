@@ -22,6 +22,7 @@ import (
 type seenFetch struct {
 	epoch            int32
 	parts, forgotten []string
+	maxBytes         map[string]int32 // PartitionMaxBytes of each of parts
 }
 
 // fetchLog records the mirror's fetches to a kfake cluster: those that wait
@@ -51,10 +52,12 @@ func watchFetches(t *testing.T, c *kafkatest.Cluster, topics ...string) *fetchLo
 			}
 			return topic
 		}
-		seen := seenFetch{epoch: req.SessionEpoch}
+		seen := seenFetch{epoch: req.SessionEpoch, maxBytes: map[string]int32{}}
 		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
-				seen.parts = append(seen.parts, fmt.Sprintf("%s/%d", name(rt.Topic, rt.TopicID), rp.Partition))
+				part := fmt.Sprintf("%s/%d", name(rt.Topic, rt.TopicID), rp.Partition)
+				seen.parts = append(seen.parts, part)
+				seen.maxBytes[part] = rp.PartitionMaxBytes
 			}
 		}
 		for _, ft := range req.ForgottenTopics {
@@ -403,6 +406,13 @@ func TestFetcherSlowPartitionStallsNobody(t *testing.T) {
 	var forgotten []string
 	left := false
 	for _, f := range fetches.since(t, mark, 1) {
+		// A partition is fetched only while its buffer has room for a whole answer: never
+		// into a sliver of room, one small batch a fetch.
+		for part, max := range f.maxBytes {
+			if max != slowMaxBytes {
+				t.Fatalf("a fetch asked for %d bytes of %s, want %d (FetchMaxBytes)", max, part, slowMaxBytes)
+			}
+		}
 		forgotten = append(forgotten, f.forgotten...)
 		left = left || slices.Contains(f.forgotten, "slow/0") || (f.epoch == 0 && len(f.parts) > 0 && !slices.Contains(f.parts, "slow/0"))
 	}
@@ -417,6 +427,9 @@ func TestKafkaFetcherSlowPartitionStallsNobody(t *testing.T) {
 		slowPartitionScenario(t, src, topic)
 	})
 }
+
+// The slow partition scenario's limits: a buffer of two answers.
+const slowMaxBytes, slowBufferBytes = 4 << 10, 8 << 10
 
 // slowPartitionScenario reads partitions 1 and 2 of topic (3 partitions, one leader) through
 // their fetcher while partition 0's reader takes nothing.
@@ -433,7 +446,6 @@ func slowPartitionScenario(t *testing.T, src *kafkatest.Cluster, topic string) {
 
 	// Written first: a real broker may not know a new topic's leader epoch yet.
 	end := write("a")
-	const maxBytes, bufferBytes = 4 << 10, 8 << 10
 	sc := src.Client(t)
 	source := kafkareq.NewCluster("source", sc)
 	obs := &bufferObserver{max: map[int32]int64{}}
@@ -443,7 +455,7 @@ func slowPartitionScenario(t *testing.T, src *kafkatest.Cluster, topic string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := PartitionConfig{Mirror: "m1", Topic: topic, Partition: p, FetchMaxBytes: maxBytes, FetchBufferBytes: bufferBytes, Observer: obs}
+		cfg := PartitionConfig{Mirror: "m1", Topic: topic, Partition: p, FetchMaxBytes: slowMaxBytes, FetchBufferBytes: slowBufferBytes, Observer: obs}
 		feeds[p] = subscribe(source, meta, &cfg, 0)
 		defer feeds[p].close()
 	}
@@ -460,8 +472,8 @@ func slowPartitionScenario(t *testing.T, src *kafkatest.Cluster, topic string) {
 
 	// Its reader reads again: everything arrives, in order, and it rejoins the session.
 	largest := readFeed(t, feeds[0], 0, more[0])
-	if most := obs.most(0); most > bufferBytes+int64(largest) || most < bufferBytes/2 {
-		t.Fatalf("%s's buffer held up to %d bytes, want it filled up to FetchBufferBytes (%d) plus at most one batch (%d)", name(0), most, bufferBytes, largest)
+	if most := obs.most(0); most > slowBufferBytes+int64(largest) || most < slowBufferBytes/2 {
+		t.Fatalf("%s's buffer held up to %d bytes, want it filled up to FetchBufferBytes (%d) plus at most one batch (%d)", name(0), most, slowBufferBytes, largest)
 	}
 	waitSession(t, sc, broker, []string{name(0), name(1), name(2)})
 }
