@@ -201,17 +201,17 @@ func (fd *feed) reset(offset int64) {
 }
 
 // fetchable tells whether the fetch session holds the feed: while its buffer has room for
-// a whole answer (maxBytes, or all of a smaller buffer). A feed fetching into whatever room
-// is left would, once its writer falls behind, be answered one small batch at a time, each
-// a fetch and an answer of its own. Guarded by f.mu.
+// a whole answer. A feed fetching into whatever room is left would, once its writer falls
+// behind, be answered one small batch at a time, each a fetch and an answer of its own.
+// Guarded by f.mu.
 func (fd *feed) fetchable() bool {
-	return !fd.closed && !fd.failed && fd.bufLimit-fd.bufBytes >= min(int(fd.maxBytes), fd.bufLimit)
+	return !fd.closed && !fd.failed && fd.bufLimit-fd.bufBytes >= int(fd.answerBytes())
 }
 
-// budget is what the feed's next answer may hold: the buffer's room, at most maxBytes.
-// Guarded by f.mu.
-func (fd *feed) budget() int32 {
-	return int32(min(int(fd.maxBytes), fd.bufLimit-fd.bufBytes))
+// answerBytes is what one answer for the feed may hold: maxBytes, or all of a smaller
+// buffer.
+func (fd *feed) answerBytes() int32 {
+	return int32(min(int(fd.maxBytes), fd.bufLimit))
 }
 
 // sentPart is a partition as the broker's fetch session holds it: which feed it serves and
@@ -293,8 +293,8 @@ func (bf *brokerFetcher) run(ctx context.Context) {
 //
 // A full request (epoch 0) lists every fetchable feed and starts a session. An incremental
 // one lists only the partitions whose fetch state differs from what the broker holds (new,
-// moved on, reset, another budget) and forgets those that can take no more data (closed,
-// failed, buffer full), as Kafka's consumer and replica fetchers do; the broker reads every
+// moved on, reset) and forgets those that can take no more data (closed, failed, no room for
+// a whole answer), as Kafka's consumer and replica fetchers do; the broker reads every
 // partition it holds and answers only those with news. A session that would hold nothing
 // is closed (Kafka drops an emptied session anyway).
 func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[kafkareq.PartKey]sentPart) {
@@ -314,7 +314,7 @@ func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[kafkareq.PartKey]sen
 			continue // a second feed of one partition waits until the first leaves
 		}
 		want[k] = true
-		s := sentPart{fd: fd, gen: fd.gen, from: fd.offset, maxBytes: fd.budget()}
+		s := sentPart{fd: fd, gen: fd.gen, from: fd.offset, maxBytes: fd.answerBytes()}
 		if bf.session[k] == s {
 			continue
 		}
