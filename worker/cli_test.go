@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"net"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/api"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 )
 
 // TestCLIOutputHasNoSecrets runs the help, usage and error paths of every subcommand with
@@ -24,12 +25,7 @@ func TestCLIOutputHasNoSecrets(t *testing.T) {
 		key        = "KEY-SECRET-0123456789abcdef"
 		password   = "PASSWORD-SECRET-0123456789abcdef"
 	)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nowhere := "http://" + ln.Addr().String() // a worker URL where nothing answers
-	ln.Close()
+	nowhere := fmt.Sprintf("http://127.0.0.1:%d", kafkatest.FreePort(t)) // a worker URL where nothing answers
 	badFile := filepath.Join(t.TempDir(), "worker.yaml")
 	if err := os.WriteFile(badFile, []byte("api:\n  token: FILE-SECRET-0123456789abcdef\n  tokn: x\n"), 0o600); err != nil {
 		t.Fatal(err)

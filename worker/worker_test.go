@@ -680,12 +680,7 @@ func TestWorkerNeverRevealsSecrets(t *testing.T) {
 // listens: it must still answer /healthz, say 503 on /readyz and /v1, and stop cleanly.
 func TestWorkerNotReadyUntilTheEngineOpens(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nowhere := ln.Addr().String()
-	ln.Close()
+	nowhere := fmt.Sprintf("127.0.0.1:%d", kafkatest.FreePort(t))
 	w := startProc(t, workerEnv(nil, "KAFKAMIRROR_DESTINATION_BOOTSTRAP_SERVERS="+nowhere))
 	kafkatest.WaitFor(t, 30*time.Second, "the API to listen", func() (bool, string) {
 		m := regexp.MustCompile(`"url":"(http://[^"]+)"`).FindStringSubmatch(w.Stderr.String())

@@ -64,9 +64,10 @@ type config struct {
 
 	maxVersions *kversion.Versions // kfake answers as this Kafka release would; nil: all it has
 
-	kafkaVersion  string            // a real Apache Kafka cluster of this version; "" for kfake
-	brokerConfigs map[string]string // real brokers' server.properties overrides
-	jvmOptions    []string          // real brokers' JVM options; nil: testJVMOptions
+	kafkaVersion  string                          // a real Apache Kafka cluster of this version; "" for kfake
+	brokerConfigs map[string]string               // real brokers' server.properties overrides
+	jvmOptions    []string                        // real brokers' JVM options; nil: testJVMOptions
+	leasePorts    func(n int) (*portLease, error) // real brokers' ports; nil: leasePorts
 
 	// markerGate, when set, holds every deferred marker until it is
 	// closed (tests use it to observe the window deterministically).
@@ -225,6 +226,12 @@ func startKafkaCluster(cfg config) (*Cluster, error) {
 		k.close()
 		return nil, err
 	}
+	if c.id != k.id {
+		// Some other cluster answers on this one's ports.
+		c.internal.Close()
+		k.close()
+		return nil, fmt.Errorf("kafkatest: Kafka %s at %v answers with cluster id %s, not %s, the id it was formatted with", k.version, c.addrs, c.id, k.id)
+	}
 	return c, nil
 }
 
@@ -243,6 +250,7 @@ func New(t TB, opts ...Option) *Cluster {
 	}
 	t.Cleanup(func() {
 		if c.kafka != nil && t.Failed() {
+			c.kafka.keep.Store(true)
 			t.Logf("%s", c.kafka.problems(40))
 		}
 		c.Close()
@@ -289,6 +297,7 @@ func (c *Cluster) Close() {
 		c.internal.Close()
 		if c.kafka != nil {
 			c.kafka.close()
+			c.kafka.remove()
 			return
 		}
 		c.fake.Close()

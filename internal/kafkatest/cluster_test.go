@@ -2,7 +2,6 @@ package kafkatest
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -52,16 +51,7 @@ func TestBrokersAndPorts(t *testing.T) {
 		t.Fatalf("brokers %v, %v", brokers, err)
 	}
 
-	// Ask the OS for two free ports, then pin them.
-	var ports []int
-	for range 2 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-		ln.Close()
-	}
+	ports := []int{FreePort(t), FreePort(t)}
 	p := New(t, Ports(ports...))
 	if got := p.Addrs(); len(got) != 2 || !strings.HasSuffix(got[0], ":"+strconv.Itoa(ports[0])) || !strings.HasSuffix(got[1], ":"+strconv.Itoa(ports[1])) {
 		t.Fatalf("addrs %v, want ports %v", got, ports)

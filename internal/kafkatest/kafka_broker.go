@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,9 @@ type kafkaCluster struct {
 	dir        string
 	id         string
 	jvmOptions []string
+	ports      *portLease
+	ownDir     bool        // dir was made for this cluster: removed on remove
+	keep       atomic.Bool // a test that used the cluster failed: its logs stay for reading
 
 	controller *kafkaNode // nil when the only broker is also the controller
 	brokers    []*kafkaNode
@@ -55,20 +59,22 @@ func startKafka(cfg config) (*kafkaCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := cfg.dataDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "kafkatest-kafka-"); err != nil {
+	k := &kafkaCluster{version: cfg.kafkaVersion, libs: libs, dir: cfg.dataDir, id: kafkaUUID(), jvmOptions: cfg.jvmOptions}
+	if k.dir == "" {
+		if k.dir, err = os.MkdirTemp("", "kafkatest-kafka-"); err != nil {
 			return nil, fmt.Errorf("kafkatest: %w", err)
 		}
+		k.ownDir = true
 	}
-	k := &kafkaCluster{version: cfg.kafkaVersion, libs: libs, dir: dir, id: kafkaUUID(), jvmOptions: cfg.jvmOptions}
 	if k.jvmOptions == nil {
 		k.jvmOptions = testJVMOptions
 	}
 	if err := k.layout(cfg); err != nil {
+		k.close()
 		return nil, err
 	}
 	if err := k.format(ctx, cfg); err != nil {
+		k.close()
 		return nil, err
 	}
 	var errs []error
@@ -81,7 +87,7 @@ func startKafka(cfg config) (*kafkaCluster, error) {
 		k.close()
 		return nil, err
 	}
-	if err := k.waitListening(startupTimeout); err != nil {
+	if err := k.waitListening(k.brokers, startupTimeout); err != nil {
 		err = fmt.Errorf("%w\n%s", err, k.logTail(40))
 		k.close()
 		return nil, err
@@ -100,10 +106,15 @@ func (k *kafkaCluster) nodes() []*kafkaNode {
 func (k *kafkaCluster) layout(cfg config) error {
 	combined := cfg.brokers == 1
 	n := cfg.brokers
-	ports, err := freePorts(3*n + 1)
-	if err != nil {
+	var err error
+	lease := leasePorts
+	if cfg.leasePorts != nil {
+		lease = cfg.leasePorts
+	}
+	if k.ports, err = lease(3*n + 1); err != nil {
 		return err
 	}
+	ports := k.ports.ports
 	controllerID := int32(1)
 	if !combined {
 		controllerID = 1000
@@ -308,14 +319,11 @@ func (k *kafkaCluster) startNode(n *kafkaNode) error {
 	return nil
 }
 
-// waitListening waits until every running broker accepts connections; whether the cluster
-// serves is then checked with a Metadata request by the caller.
-func (k *kafkaCluster) waitListening(timeout time.Duration) error {
+// waitListening waits until every one of brokers, just started, accepts connections;
+// whether the cluster serves is then checked with a Metadata request by the caller.
+func (k *kafkaCluster) waitListening(brokers []*kafkaNode, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for _, b := range k.brokers {
-		if !b.running() {
-			continue
-		}
+	for _, b := range brokers {
 		addr := fmt.Sprintf("127.0.0.1:%d", b.clientPort)
 		for {
 			conn, err := net.DialTimeout("tcp", addr, time.Second)
@@ -388,6 +396,17 @@ func (k *kafkaCluster) close() {
 	if k.controller != nil {
 		k.controller.stop(false)
 	}
+	if k.ports != nil {
+		k.ports.release()
+	}
+}
+
+// remove deletes the cluster's folder after close unless a test that used it failed; a
+// cluster writes more than 100 MiB there, and a suite starts dozens.
+func (k *kafkaCluster) remove() {
+	if k.ownDir && !k.keep.Load() {
+		os.RemoveAll(k.dir)
+	}
 }
 
 func (k *kafkaCluster) addrs() []string {
@@ -456,25 +475,6 @@ func kafkaUUID() string {
 	_, _ = rand.Read(b[:])
 	b[0] &= 0x7f // never a negative most-significant long, as Kafka's Uuid.randomUuid
 	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	out := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("kafkatest: free port: %w", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
 
 func propertiesText(props map[string]string) string {

@@ -43,7 +43,7 @@ func (c *Cluster) RestartBroker(t TB, id int32) {
 		t.Fatalf("%v", err)
 		return
 	}
-	if err := c.kafka.waitListening(startupTimeout); err != nil {
+	if err := c.kafka.waitListening([]*kafkaNode{b}, startupTimeout); err != nil {
 		t.Fatalf("%v\n%s", err, c.kafka.logTail(40))
 	}
 }
@@ -121,6 +121,7 @@ func Shared(t TB, name string, opts ...Option) *Cluster {
 	}
 	t.Cleanup(func() {
 		if sc.c.kafka != nil && t.Failed() {
+			sc.c.kafka.keep.Store(true)
 			t.Logf("%s", sc.c.kafka.problems(40))
 		}
 	})

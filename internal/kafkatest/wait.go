@@ -26,13 +26,15 @@ func WaitUntil(t TB, timeout time.Duration, what string, ok func() bool) {
 	WaitFor(t, timeout, what, func() (bool, string) { return ok(), "not yet" })
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that is free now and reserved against other
+// tests' clusters and FreePorts until the test ends (see leasePorts).
 func FreePort(t TB) int {
 	t.Helper()
-	ports, err := freePorts(1)
+	l, err := leasePorts(1)
 	if err != nil {
 		t.Fatalf("%v", err)
 		return 0
 	}
-	return ports[0]
+	t.Cleanup(l.release)
+	return l.ports[0]
 }
