@@ -268,6 +268,17 @@ func TestEngineReadOnlyDestinationWithACLs(t *testing.T) {
 // them lifted the read-only ACL left the failed-over topic read-only; the next worker to run
 // its partitions makes it writable.
 func TestEngineLiftsReadOnlyOfStoppedTopicOnResume(t *testing.T) {
+	dst, appWrite := crashedBeforeTheLift(t)
+	openEngine(t, dst)
+	kafkatest.WaitUntil(t, 30*time.Second, "the failed-over topic writable again", func() bool { return appWrite() == nil })
+}
+
+// crashedBeforeTheLift mirrors topic "orders" (2 partitions) by mirror "a-to-b" into a
+// destination with ACLs, fails it over and leaves what a worker that crashed before lifting
+// the read-only ACL leaves: every partition STOPPED, the ACL still there, no engine. It
+// returns the destination and a write as an application allowed to write the topic.
+func crashedBeforeTheLift(t *testing.T) (*kafkatest.Cluster, func() error) {
+	t.Helper()
 	src, dst := kafkatest.Pair(t, kafkatest.WithACLs("admin", "admin-secret"), kafkatest.User("app", "app-secret"))
 	src.CreateTopic(t, "orders", 2, nil)
 	e := openEngine(t, dst)
@@ -285,14 +296,12 @@ func TestEngineLiftsReadOnlyOfStoppedTopicOnResume(t *testing.T) {
 	if err := appWrite(); err != nil {
 		t.Fatalf("the application cannot write after failover: %v", err)
 	}
-	// What the crash leaves: every partition STOPPED, the read-only ACL still there.
 	e.Close()
 	dst.CreateACLs(t, readOnlyACL("orders"))
 	if err := appWrite(); err == nil {
 		t.Fatal("the application wrote through the read-only ACL")
 	}
-	openEngine(t, dst)
-	kafkatest.WaitUntil(t, 30*time.Second, "the failed-over topic writable again", func() bool { return appWrite() == nil })
+	return dst, appWrite
 }
 
 // A→B mirrored, failed over to B, B written; mirroring B→A on A copies only B's new
@@ -714,5 +723,37 @@ func TestEnginePauseClosesReplayedTransactions(t *testing.T) {
 	}
 	if o, _ := lso.Lookup("payments", 0); o.Offset != dst.EndOffsets(t, "payments")[0] {
 		t.Fatalf("paused with a replayed transaction open: last stable offset %d, end %d", o.Offset, dst.EndOffsets(t, "payments")[0])
+	}
+}
+
+// A topic started again while the lift of its read-only ACL is under way ends up read-only:
+// here the restart records its partitions and makes the topic read-only between the lift's
+// look at the states and its DELETE ACL. (The lift paused here is the one a resuming worker makes for a
+// topic left read-only by a crash, as in the test above.)
+func TestEngineRestartDuringTheLiftKeepsTheTopicReadOnly(t *testing.T) {
+	dst, appWrite := crashedBeforeTheLift(t)
+	atLift, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookBeforeLift = func(string) { once.Do(func() { close(atLift); <-resume }) }
+	t.Cleanup(func() { testHookBeforeLift = nil })
+	e := openEngine(t, dst)
+	select {
+	case <-atLift:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the resuming worker did not look at the stopped topic")
+	}
+	start(t, e, "a-to-b", "orders", "recreate") // the application wrote after the failover
+	waitState(t, e, "a-to-b", "orders", 2, partitionstate.StateMirroring)
+	if err := appWrite(); err == nil {
+		t.Fatal("the application wrote to the restarted topic")
+	}
+	close(resume)
+	kafkatest.WaitUntil(t, 30*time.Second, "the lift to end", func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return !e.stoppedLooks[partitionKey{"a-to-b", "orders", 0}]
+	})
+	if err := appWrite(); err == nil {
+		t.Fatal("the application wrote to the mirrored topic after the lift that the restart raced")
 	}
 }

@@ -438,6 +438,10 @@ func (r *runner) stalled(now time.Time, after time.Duration) (since time.Time, l
 // crash in the middle of PREPARING or STOPPING.
 var testHookAction func(partitionKey, partitionstate.Action)
 
+// testHookBeforeLift, set only by tests, runs after a look found a topic stopped and before
+// its read-only ACL is lifted: the place to restart the topic in between.
+var testHookBeforeLift func(topic string)
+
 // permanentError marks a step failure that waits for the operator (RetryAttempt -1).
 type permanentError struct{ err error }
 

@@ -43,12 +43,45 @@ func (r *runner) stop(ctx context.Context) error {
 
 // liftReadOnlyIfTopicStopped makes the topic writable when none of its partitions is mirrored
 // any more (each STOPPED, or never started; stopping: this partition, whose stop is done
-// but not recorded yet): a foreign write to a partition still copying would fail it. With
-// several workers the partitions stop on several of them, so the store is read to its end
-// first (a lone worker's view holds every write). Two last partitions finishing at once may
-// each see the other still STOPPING; the one that records STOPPED later sees both
-// (afterStopped). It tells whether it lifted the ACL.
+// but not recorded yet): a foreign write to a partition still copying would fail it. Two
+// last partitions finishing at once may each see the other still STOPPING; the one that
+// records STOPPED later sees both (afterStopped). A restart of the topic may record its
+// first partition between the look and the lift, and make the topic read-only before the
+// lift lands: so the lift looks again afterwards and puts the ACL back if the topic is
+// mirrored again (the restart makes it read-only only after recording, so one of the two
+// always leaves it read-only). It tells whether it lifted the ACL.
 func (r *runner) liftReadOnlyIfTopicStopped(ctx context.Context, stopping bool) (bool, error) {
+	if mirrored, err := r.topicMirrored(ctx, stopping); mirrored || err != nil {
+		return false, err
+	}
+	if testHookBeforeLift != nil {
+		testHookBeforeLift(r.key.topic)
+	}
+	if err := r.e.liftReadOnly(ctx, r.key.topic); err != nil {
+		return false, err
+	}
+	mirrored, err := r.topicMirrored(ctx, stopping)
+	if err == nil && !mirrored {
+		return true, nil
+	}
+	// Started again meanwhile, or not known: read-only again (a retry looks again).
+	if mirrored {
+		r.log.Info("the topic was started again while it was made writable: making it read-only again")
+	}
+	if err := r.e.enforceReadOnly(ctx, r.key.topic); err != nil {
+		// Rare (a restart racing the lift, then a failing CREATE ACL); a foreign write
+		// would still fail the partitions it reaches rather than go unnoticed.
+		r.log.Error("making the topic read-only again failed: it stays writable", "error", err)
+		return false, err
+	}
+	return false, err
+}
+
+// topicMirrored reports whether a partition of the topic other than a stopping one is
+// mirrored (neither STOPPED nor never started). With several workers the partitions run on
+// several of them, so the store is read to its end first (a lone worker's view holds every
+// write).
+func (r *runner) topicMirrored(ctx context.Context, stopping bool) (bool, error) {
 	e, k := r.e, r.key
 	if e.cfg.Placement != nil {
 		if err := e.Refresh(ctx); err != nil {
@@ -60,10 +93,10 @@ func (r *runner) liftReadOnlyIfTopicStopped(ctx context.Context, stopping bool) 
 		case stopping && p == k.partition, s == partitionstate.StateStopped, s == partitionstate.StateUnknown:
 		default:
 			r.log.Debug("the topic stays read-only: another partition is still mirrored", "other_partition", p, "state", s)
-			return false, nil
+			return true, nil
 		}
 	}
-	return true, e.liftReadOnly(ctx, k.topic)
+	return false, nil
 }
 
 // afterStopped makes the topic writable if this partition, now STOPPED, was the last one
