@@ -180,7 +180,10 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	case <-m.done:
 		return nil, m.err
 	case <-ctx.Done():
-		m.Leave(context.Background())
+		// The caller's deadline passed; leaving gets a lease of its own.
+		lctx, cancel := context.WithTimeout(context.Background(), cfg.Lease)
+		m.Leave(lctx)
+		cancel()
 		return nil, fmt.Errorf("membership: joining group %q: %w", cfg.Group, context.Cause(ctx))
 	}
 }
