@@ -14,7 +14,7 @@ import (
 // A real broker binds its ports seconds after they are chosen, so a port that is merely
 // free when chosen can be gone when the JVM binds it, or worse, bound by another cluster
 // whose broker then answers in this one's name. Two things close that gap: ports come from
-// below the kernel's ephemeral range, where no outgoing connection and no listener on
+// outside the kernel's ephemeral range, where no outgoing connection and no listener on
 // port 0 (kfake, the test proxies) lands, and each port is reserved for the cluster's life
 // with a lock file that the test processes running beside this one (go test runs packages
 // in parallel) respect.
@@ -28,14 +28,14 @@ type portLease struct {
 // lowestPort keeps clear of the well-known and registered ports most services use.
 const lowestPort = 10000
 
-// leasePorts reserves n ports on 127.0.0.1 that are free now and below the ephemeral range.
+// leasePorts reserves n ports on 127.0.0.1 that are free now and outside the ephemeral range.
 func leasePorts(n int) (*portLease, error) {
-	top, err := ephemeralLow()
+	ports, err := leasablePorts()
 	if err != nil {
 		return nil, err
 	}
-	if top-lowestPort < 100*n {
-		return nil, fmt.Errorf("kafkatest: the ephemeral port range starts at %d, leaving too few ports below it for %d brokers' ports", top, n)
+	if ports.size() < 100*n {
+		return nil, fmt.Errorf("kafkatest: %v leaves too few ports outside the ephemeral range for %d ports", ports, n)
 	}
 	dir := filepath.Join(os.TempDir(), "kafkatest-ports")
 	if err := os.MkdirAll(dir, 0o777); err != nil {
@@ -45,9 +45,9 @@ func leasePorts(n int) (*portLease, error) {
 	for tries := 0; len(l.ports) < n; tries++ {
 		if tries == 1000 {
 			l.release()
-			return nil, fmt.Errorf("kafkatest: no free port between %d and %d after %d tries", lowestPort, top, tries)
+			return nil, fmt.Errorf("kafkatest: no free port in %v after %d tries", ports, tries)
 		}
-		port := lowestPort + rand.IntN(top-lowestPort)
+		port := ports.pick()
 		lock, err := lockPort(dir, port)
 		if err != nil {
 			continue
@@ -84,24 +84,38 @@ func (l *portLease) release() {
 	l.locks = nil
 }
 
-// ephemeralLow returns the lowest port of the kernel's ephemeral range: Linux's own
-// setting, or the lowest default of the systems tests run on (Linux's 32768; macOS and
-// Windows start at 49152).
-func ephemeralLow() (int, error) {
+// portRanges are the ports a lease picks from: [lowestPort, the ephemeral range) and
+// (the ephemeral range, 65535].
+type portRanges struct{ below, above int }
+
+func (r portRanges) size() int { return r.below - lowestPort + 65535 - r.above }
+
+// pick returns a random port of the ranges.
+func (r portRanges) pick() int {
+	i := rand.IntN(r.size())
+	if i < r.below-lowestPort {
+		return lowestPort + i
+	}
+	return r.above + 1 + i - (r.below - lowestPort)
+}
+
+func (r portRanges) String() string {
+	return fmt.Sprintf("ports %d-%d and %d-65535", lowestPort, r.below-1, r.above+1)
+}
+
+// leasablePorts returns the ports outside the kernel's ephemeral range: Linux's own setting,
+// or where the systems tests run on start it (Linux 32768, macOS and Windows 49152).
+func leasablePorts() (portRanges, error) {
 	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if errors.Is(err, os.ErrNotExist) {
-		return 32768, nil
+		return portRanges{below: 32768, above: 65535}, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("kafkatest: %w", err)
+		return portRanges{}, fmt.Errorf("kafkatest: %w", err)
 	}
-	fields := strings.Fields(string(data))
-	if len(fields) != 2 {
-		return 0, fmt.Errorf("kafkatest: ip_local_port_range %q", data)
+	var low, high int
+	if _, err := fmt.Sscan(string(data), &low, &high); err != nil || low > high || high > 65535 {
+		return portRanges{}, fmt.Errorf("kafkatest: ip_local_port_range %q", strings.TrimSpace(string(data)))
 	}
-	low, err := strconv.Atoi(fields[0])
-	if err != nil {
-		return 0, fmt.Errorf("kafkatest: ip_local_port_range %q: %w", data, err)
-	}
-	return low, nil
+	return portRanges{below: max(low, lowestPort), above: high}, nil
 }

@@ -12,7 +12,7 @@ func TestLeasePortsAreExclusiveUntilReleased(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("ports are reserved across processes on Linux only")
 	}
-	top, err := ephemeralLow()
+	ranges, err := leasablePorts()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,8 +31,8 @@ func TestLeasePortsAreExclusiveUntilReleased(t *testing.T) {
 			t.Fatalf("port %d leased twice: %v and %v", p, first.ports, second.ports)
 		}
 		held[p] = true
-		if p < lowestPort || p >= top {
-			t.Fatalf("port %d outside [%d, %d)", p, lowestPort, top)
+		if p < lowestPort || p >= ranges.below && p <= ranges.above {
+			t.Fatalf("port %d outside %v", p, ranges)
 		}
 	}
 	dir := t.TempDir()
@@ -53,6 +53,24 @@ func TestLeasePortsAreExclusiveUntilReleased(t *testing.T) {
 	first.release()
 	if len(first.locks) != 0 {
 		t.Fatalf("locks left after release: %d", len(first.locks))
+	}
+}
+
+// Both ranges outside the ephemeral one are picked from, and nothing else.
+func TestPortRangesPick(t *testing.T) {
+	r := portRanges{below: lowestPort + 3, above: 65533}
+	seen := map[int]bool{}
+	for range 1000 {
+		seen[r.pick()] = true
+	}
+	want := map[int]bool{lowestPort: true, lowestPort + 1: true, lowestPort + 2: true, 65534: true, 65535: true}
+	if len(seen) != len(want) || r.size() != len(want) {
+		t.Fatalf("picked %v (size %d), want %v", seen, r.size(), want)
+	}
+	for p := range seen {
+		if !want[p] {
+			t.Fatalf("picked %d, want only %v", p, want)
+		}
 	}
 }
 
