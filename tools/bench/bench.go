@@ -341,9 +341,12 @@ func (b *bench) throughput(res *result) {
 		pid := b.worker.Cmd.Process.Pid
 		b.r.check(resetPeakRSS(pid), "resetting the worker's peak memory")
 		cpu0 := b.workerCPU()
+		produces0, batches0 := b.workerSum("kafkamirror_destination_produces_total"), b.workerSum("kafkamirror_destination_produce_partitions_total")
 		failed := b.startMirror(topic)
 		t := b.watchCopy(topic, want, failed)
 		res.set("cpu."+codec.name, float64((b.workerCPU()-cpu0).Milliseconds())/(float64(payload)/(1<<20)))
+		res.set("perproduce."+codec.name, (b.workerSum("kafkamirror_destination_produce_partitions_total")-batches0)/
+			(b.workerSum("kafkamirror_destination_produces_total")-produces0))
 		peak, err := peakRSS(pid)
 		b.r.check(err, "the worker's peak memory")
 		res.set("rss."+codec.name, float64(peak)/(1<<20))
@@ -775,23 +778,45 @@ func (b *bench) workerMetric(name string) float64 {
 	return v
 }
 
+// workerSum is the sum of every series of a metric of the worker's /metrics.
+func (b *bench) workerSum(name string) float64 {
+	sum := 0.0
+	b.scanMetrics(func(line string) {
+		series, v, ok := strings.Cut(line, " ")
+		if !ok || series != name && !strings.HasPrefix(series, name+"{") {
+			return
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		b.r.check(err, "reading "+series)
+		sum += f
+	})
+	return sum
+}
+
 // workerSeries is the value of one series of the worker's /metrics (a name with its labels,
 // as the worker writes them), and whether it has it.
-func (b *bench) workerSeries(series string) (float64, bool) {
+func (b *bench) workerSeries(series string) (value float64, found bool) {
+	b.scanMetrics(func(line string) {
+		if v, ok := strings.CutPrefix(line, series+" "); ok && !found {
+			f, err := strconv.ParseFloat(v, 64)
+			b.r.check(err, "reading "+series)
+			value, found = f, true
+		}
+	})
+	return value, found
+}
+
+// scanMetrics hands each line of the worker's /metrics to line.
+func (b *bench) scanMetrics(line func(string)) {
 	resp, err := http.Get(b.worker.URL + "/metrics")
 	b.r.check(err, "reading the worker's metrics")
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			b.r.check(err, "reading "+series)
-			return f, true
-		}
+		line(sc.Text())
 	}
 	b.r.check(sc.Err(), "reading the worker's metrics")
-	return 0, false
 }
 
 // compactedHoles writes compacted topics in which the cleaner removes nine of every ten
