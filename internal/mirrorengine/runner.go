@@ -233,7 +233,11 @@ func (r *runner) perform(s partitionstate.Status, actions []partitionstate.Actio
 	return out
 }
 
-// outcome turns a step's error into the event that reports it.
+// outcome turns a step's error (PREPARING, starting to fetch, STOPPING) into the event that
+// reports it. A step fails for good only when it says so (permanent) or a batch is corrupt;
+// unlike the data path's mirrorerr.Classify, it retries the rest with back-off, an unknown
+// topic included: during PREPARING that is a destination topic being recreated or not yet
+// visible on every broker, which time fixes.
 func (r *runner) outcome(err error) partitionstate.Event {
 	if err == nil {
 		return partitionstate.Done{}
