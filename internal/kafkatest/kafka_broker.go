@@ -29,7 +29,7 @@ type kafkaCluster struct {
 	id         string
 	jvmOptions []string
 	ports      *portLease
-	ownDir     bool        // dir was made for this cluster: removed on remove
+	ownDir     bool        // dir was made for this cluster (not a DataDir): remove deletes it
 	keep       atomic.Bool // a test that used the cluster failed: its logs stay for reading
 
 	controller *kafkaNode // nil when the only broker is also the controller
