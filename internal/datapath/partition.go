@@ -427,6 +427,10 @@ func (s *session) begin(ctx context.Context) error {
 		}
 	}
 	s.next, s.dstLogStart = dstEnd, dstStart
+	if dstEnd < srcStart {
+		// Known now: the first fetch need not be refused first.
+		s.alignToLogStart(srcStart)
+	}
 	m.setProgress(func(p *Progress) {
 		*p = Progress{SourceLogStart: srcStart, SourceHighWatermark: srcEnd, DestinationEnd: dstEnd}
 		m.ceiling, m.ceilingSince = dstEnd, began
@@ -725,14 +729,20 @@ func (s *session) outOfRange(ctx context.Context, offset int64) error {
 	case offset > end:
 		return &mirrorerr.DestinationAheadError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, DestinationEnd: s.next, SourceHighWatermark: end}
 	case offset < start:
-		if s.next > 0 {
-			s.m.log.Warn("source log start moved past the destination end: records were deleted at the source before they were mirrored",
-				"destination_end", s.next, "source_log_start", start)
-		}
-		s.alignTo = start
+		s.alignToLogStart(start)
 		return nil
 	}
 	return kerr.OffsetOutOfRange // raced with a log start change; try again
+}
+
+// alignToLogStart has the destination move to the source log start, above its end: what lies
+// between was deleted at the source before it was mirrored.
+func (s *session) alignToLogStart(start int64) {
+	if s.next > 0 {
+		s.m.log.Warn("source log start moved past the destination end: records were deleted at the source before they were mirrored",
+			"destination_end", s.next, "source_log_start", start)
+	}
+	s.alignTo = start
 }
 
 // moveLogStart propagates the source log start to the destination (DeleteRecords), once the
