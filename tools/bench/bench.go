@@ -838,6 +838,11 @@ func (b *bench) compactedHoles(res *result) {
 		}
 		recs = append(recs, &kgo.Record{Key: []byte(key), Value: []byte("v")})
 	}
+	// Unmeasured: a fresh Apache Kafka broker compiles its path for markers on the first
+	// ones, which a broker in use did long ago (the first of these takes twice as long).
+	log.Printf("%s: warming the destination's markers up", b.kind)
+	b.directHoles("holes-warm-up", b.o.partitions)
+	res.set("markers.ceiling", b.markerCeiling("markers-ceiling", b.o.partitions))
 	t, offsets, _ := b.mirrorCompacted("compacted-one", 1, recs)
 	res.set("compacted.one.rate", float64(offsets)/t.last.Sub(t.first).Seconds())
 	res.set("direct.holes.one", b.directHoles("holes-direct-one", 1))
@@ -874,18 +879,8 @@ func (b *bench) directHoles(topic string, partitions int) float64 {
 	cycles := b.o.compacted / 10
 	writers := make([]func() error, partitions)
 	for p := range int32(partitions) {
-		id := fmt.Sprintf("bench.%s.%d", topic, p)
-		init := kmsg.NewPtrInitProducerIDRequest()
-		init.TransactionalID, init.TransactionTimeoutMillis = &id, 60_000
-		pid, err := init.RequestWith(b.ctx(), b.dc)
-		b.r.check(err, "InitProducerId")
-		b.r.check(kerr.ErrorForCode(pid.ErrorCode), "InitProducerId")
-		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-		mt.Topic, mt.Partitions = topic, []int32{p}
-		m := kmsg.NewWriteTxnMarkersRequestMarker()
-		m.ProducerID, m.ProducerEpoch, m.Topics = pid.ProducerID, pid.ProducerEpoch, []kmsg.WriteTxnMarkersRequestMarkerTopic{mt}
 		markers := kmsg.NewPtrWriteTxnMarkersRequest()
-		markers.Markers = slices.Repeat([]kmsg.WriteTxnMarkersRequestMarker{m}, 9)
+		markers.Markers = slices.Repeat([]kmsg.WriteTxnMarkersRequestMarker{b.abortMarker(topic, p)}, 9)
 		leader := b.dc.Broker(int(meta.Topics[topic].Partitions[p].Leader))
 		writers[p] = func() error {
 			for range cycles {
@@ -912,6 +907,56 @@ func (b *bench) directHoles(topic string, partitions int) float64 {
 	wg.Wait()
 	b.r.check(errors.Join(errs...), "writing records and markers")
 	return float64(partitions*cycles*10) / time.Since(began).Seconds()
+}
+
+// abortMarker is a lone abort marker for partition p of a destination topic, with a producer
+// id of its own (a transactional id that never opens a transaction), as the worker's.
+func (b *bench) abortMarker(topic string, p int32) kmsg.WriteTxnMarkersRequestMarker {
+	id := fmt.Sprintf("bench.%s.%d", topic, p)
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = &id, 60_000
+	pid, err := init.RequestWith(b.ctx(), b.dc)
+	b.r.check(err, "InitProducerId")
+	b.r.check(kerr.ErrorForCode(pid.ErrorCode), "InitProducerId")
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = topic, []int32{p}
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Topics = pid.ProducerID, pid.ProducerEpoch, []kmsg.WriteTxnMarkersRequestMarkerTopic{mt}
+	return m
+}
+
+// markerCeiling is how many lone markers per second the destination appends when the bench
+// sends nothing else, one WriteTxnMarkers request at a time with 9 markers for each of
+// partitions partitions (each partition its own producer id, as the worker's): the most a
+// compacted topic that is nearly all holes can be mirrored at.
+func (b *bench) markerCeiling(topic string, partitions int) float64 {
+	b.createTopic(b.dadm, topic, partitions, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
+	meta, err := b.dadm.Metadata(b.ctx(), topic)
+	b.r.check(err, "metadata")
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	for p := range int32(partitions) {
+		req.Markers = append(req.Markers, slices.Repeat([]kmsg.WriteTxnMarkersRequestMarker{b.abortMarker(topic, p)}, 9)...)
+	}
+	// The partitions of one leader (all of them on a destination of one broker).
+	parts := meta.Topics[topic].Partitions
+	req.Markers = slices.DeleteFunc(req.Markers, func(m kmsg.WriteTxnMarkersRequestMarker) bool {
+		return parts[m.Topics[0].Partitions[0]].Leader != parts[0].Leader
+	})
+	leader := b.dc.Broker(int(parts[0].Leader))
+	requests := b.o.compacted / 10
+	began := time.Now()
+	for range requests {
+		resp, err := leader.Request(b.ctx(), req)
+		b.r.check(err, "writing markers")
+		for _, m := range resp.(*kmsg.WriteTxnMarkersResponse).Markers {
+			for _, t := range m.Topics {
+				for _, p := range t.Partitions {
+					b.r.check(kerr.ErrorForCode(p.ErrorCode), "writing markers")
+				}
+			}
+		}
+	}
+	return float64(requests*len(req.Markers)) / time.Since(began).Seconds()
 }
 
 // mirrorCompacted writes recs to each partition of a new compacted topic, has the source's
@@ -996,35 +1041,19 @@ func (b *bench) countRecords(topic string, partition int32, end int64) int64 {
 }
 
 // headAlignment mirrors a topic whose log starts at o.headOffset: the worker must advance
-// the empty destination there before the first record.
+// the empty destination there before the first record. Its baseline is the destination
+// taking the same offsets from the bench itself, after it took them once unmeasured: a fresh
+// Apache Kafka broker compiles its path for such batches on the first ones (1.7 s against
+// 1.0 s for 10,000,000 offsets).
 func (b *bench) headAlignment(res *result) {
 	const topic = "head"
 	b.createTopic(b.sadm, topic, 1, nil)
-	meta, err := b.sadm.Metadata(b.ctx(), topic)
-	b.r.check(err, "metadata")
-	td := meta.Topics[topic]
-	const per = 1_000_000
-	full := fillerBatch(per)
+	b.writeFiller(b.sadm, b.sc, topic)
+	b.createTopic(b.dadm, "head.warm-up", 1, nil)
+	b.writeFiller(b.dadm, b.dc, "head.warm-up")
+	b.createTopic(b.dadm, "head.direct", 1, nil)
 	began := time.Now()
-	for done := int64(0); done < b.o.headOffset; done += per {
-		batch := full
-		if n := b.o.headOffset - done; n < per {
-			batch = fillerBatch(int(n))
-		}
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 30_000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic, rt.TopicID = topic, td.ID
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = batch
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := b.sc.Broker(int(td.Partitions[0].Leader)).Request(b.ctx(), req)
-		b.r.check(err, "writing filler")
-		if code := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
-			b.r.Fatalf("writing filler: error %d", code)
-		}
-	}
+	b.writeFiller(b.dadm, b.dc, "head.direct")
 	res.set("head.direct", time.Since(began).Seconds())
 	var at kadm.Offsets
 	at.Add(kadm.Offset{Topic: topic, Partition: 0, At: b.o.headOffset})
@@ -1039,6 +1068,35 @@ func (b *bench) headAlignment(res *result) {
 	res.set("head.seconds", t.last.Sub(t.created).Seconds())
 	res.set("head.cpu", float64((b.workerCPU() - cpu0).Milliseconds()))
 	b.pause(topic)
+}
+
+// writeFiller writes o.headOffset empty records to partition 0 of topic, 1,000,000 per
+// zstd batch, one request at a time.
+func (b *bench) writeFiller(adm *kadm.Client, cl *kgo.Client, topic string) {
+	meta, err := adm.Metadata(b.ctx(), topic)
+	b.r.check(err, "metadata")
+	td := meta.Topics[topic]
+	const per = 1_000_000
+	full := fillerBatch(per)
+	for done := int64(0); done < b.o.headOffset; done += per {
+		batch := full
+		if n := b.o.headOffset - done; n < per {
+			batch = fillerBatch(int(n))
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 30_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic, rt.TopicID = topic, td.ID
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := cl.Broker(int(td.Partitions[0].Leader)).Request(b.ctx(), req)
+		b.r.check(err, "writing filler to "+topic)
+		if code := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+			b.r.Fatalf("writing filler to %s: %v", topic, kerr.ErrorForCode(code))
+		}
+	}
 }
 
 // fillerBatch is a zstd batch of n empty records, without producer identity.

@@ -209,7 +209,9 @@ var ratioRows = []row{
 	{"compacted topic: offsets per second through holes", "≥ 50,000", "compacted", formatted("%.0f", "compacted.rate")},
 	{"compacted topic: mirror / the bench writing its records and markers itself", "", "compacted", ratio("compacted.rate", "direct.holes")},
 	{"compacted topic of one partition: the same", "", "compacted", ratio("compacted.one.rate", "direct.holes.one")},
+	{"compacted topic: offsets per second / the destination appending lone markers alone", "", "compacted", ratio("compacted.rate", "markers.ceiling")},
 	{"head alignment to the log start: time (s)", "< 1", "head", formatted("%.2f", "head.seconds")},
+	{"head alignment: time / the destination taking the same offsets from the bench", "", "head", ratio("head.seconds", "head.direct")},
 	{"head alignment: worker CPU (ms)", "a tenth of today", "head", formatted("%.0f", "head.cpu")},
 }
 
@@ -235,8 +237,9 @@ var figureRows = []row{
 	{"compacted topic of one partition: offsets per second through holes", "", "compacted", formatted("%.0f", "compacted.one.rate")},
 	{"the bench writing a record and 9 markers in turn itself, -partitions / 1 partition (offsets/s)", "", "compacted", formatted("%.0f / %.0f", "direct.holes", "direct.holes.one")},
 	{"one run of holes: offsets per second from the first copied / offsets", "", "compacted", formatted("%.0f / %.0f", "holerun.rate", "holerun.offsets")},
+	{"the destination appending lone markers alone, 9 per partition per request (markers/s)", "", "compacted", formatted("%.0f", "markers.ceiling")},
 	{"lone markers written with WriteTxnMarkers / with EndTxn (all three topics)", "", "compacted", formatted("%.0f / %.0f", "markers.write_txn_markers", "markers.end_txn")},
-	{"head alignment: the bench writing the same offsets to the source itself (s)", "", "head", formatted("%.2f", "head.direct")},
+	{"head alignment: the destination taking the same offsets from the bench itself (s)", "", "head", formatted("%.2f", "head.direct")},
 	{"worker memory per mirrored partition: live heap / RSS (bytes)", "", "memory", formatted("%.0f / %.0f", "memory.heap", "memory.rss")},
 }
 
