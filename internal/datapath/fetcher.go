@@ -11,6 +11,7 @@ package datapath
 // fetch session until it has room, and never holds back the others.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -31,6 +32,19 @@ import (
 // part, and the broker moves a partition that returned data to the end of its session's
 // order, so one busy partition cannot starve the others.
 const fetchResponseMaxBytes = 32 << 20
+
+// pinRatio bounds how much more memory a partition's buffered answers keep alive than they
+// hold. kmsg decodes every partition's part of a fetch answer as a slice of the answer's one
+// buffer (up to fetchResponseMaxBytes), alive while any part waits: a partition whose writes
+// are slow, fed a few records per answer beside busy partitions, would keep a whole answer
+// alive per part it waits to write, far past its FetchBufferBytes (a 4 MiB buffer of 20 KiB
+// parts: 6 GiB). A part smaller than 1/pinRatio of its answer gets a copy of its own instead.
+// A busy partition's full part (FetchMaxBytes, 1 MiB by default) is never that small, so the
+// bulk of the bytes is forwarded from the answer's buffer as it is.
+const pinRatio = fetchResponseMaxBytes / (1 << 20)
+
+// copiesOut tells whether a part of an answer of answer bytes is copied out of it.
+func copiesOut(part, answer int) bool { return part > 0 && part*pinRatio < answer }
 
 // brokerKey names one broker of one client: fetchers and produce pipelines run per broker.
 type brokerKey struct {
@@ -411,12 +425,14 @@ const idleAnswerEvery = kafkareq.FetchMaxWaitMillis * time.Millisecond
 // incremental one only those with news.
 func (bf *brokerFetcher) deliver(sent map[kafkareq.PartKey]sentPart, resp *kmsg.FetchResponse, err error, full bool) int64 {
 	answers := map[kafkareq.PartKey]*kmsg.FetchResponseTopicPartition{}
+	answerBytes := 0
 	if resp != nil {
 		for ti := range resp.Topics {
 			t := &resp.Topics[ti]
 			for pi := range t.Partitions {
 				p := &t.Partitions[pi]
 				answers[kafkareq.PartKey{Topic: t.Topic, ID: t.TopicID, Partition: p.Partition}] = p
+				answerBytes += len(p.RecordBatches)
 			}
 		}
 	}
@@ -445,6 +461,9 @@ func (bf *brokerFetcher) deliver(sent map[kafkareq.PartKey]sentPart, resp *kmsg.
 		if err == nil {
 			switch {
 			case p != nil:
+				if copiesOut(len(p.RecordBatches), answerBytes) {
+					p.RecordBatches = bytes.Clone(p.RecordBatches)
+				}
 				r.f, r.err = bf.src.FetchedPartition(fd.topic, s.from, p)
 				r.bytes = len(p.RecordBatches)
 			case full:
