@@ -41,7 +41,7 @@ const fetchResponseMaxBytes = 32 << 20
 // parts: 6 GiB). A part smaller than 1/pinRatio of its answer gets a copy of its own instead.
 // A busy partition's full part (FetchMaxBytes, 1 MiB by default) is never that small, so the
 // bulk of the bytes is forwarded from the answer's buffer as it is.
-const pinRatio = fetchResponseMaxBytes / (1 << 20)
+const pinRatio = fetchResponseMaxBytes / defaultFetchMaxBytes
 
 // copiesOut tells whether a part of an answer of answer bytes is copied out of it.
 func copiesOut(part, answer int) bool { return part > 0 && part*pinRatio < answer }

@@ -59,6 +59,10 @@ type PartitionConfig struct {
 	Observer                Observer      // default: discards
 }
 
+// defaultFetchMaxBytes is a partition's part of one fetch answer unless configured: Kafka's
+// consumer and replica fetchers read 1 MiB of a partition per fetch.
+const defaultFetchMaxBytes = 1 << 20
+
 // DefaultFetchBufferBytes is a partition's fetch-ahead buffer unless configured: enough for
 // the next fetches to be in flight while the session writes, small enough that a worker with
 // many busy partitions holds at most about partitions × this much of fetched data.
@@ -72,7 +76,7 @@ func (c *PartitionConfig) defaults() {
 		c.ProduceRequestsInFlight = 5
 	}
 	if c.FetchMaxBytes <= 0 {
-		c.FetchMaxBytes = 1 << 20 // Kafka's consumer and replica fetchers read 1 MiB of a partition per fetch
+		c.FetchMaxBytes = defaultFetchMaxBytes
 	}
 	if c.FetchBufferBytes <= 0 {
 		c.FetchBufferBytes = DefaultFetchBufferBytes
