@@ -847,7 +847,10 @@ func (b *bench) compactedHoles(res *result) {
 	res.set("compacted.one.rate", float64(offsets)/t.last.Sub(t.first).Seconds())
 	res.set("direct.holes.one", b.directHoles("holes-direct-one", 1))
 	res.set("direct.holes", b.directHoles("holes-direct", b.o.partitions))
+	produces0, batches0 := b.workerSum("kafkamirror_destination_produces_total"), b.workerSum("kafkamirror_destination_produce_partitions_total")
 	t, offsets, holes := b.mirrorCompacted("compacted", int32(b.o.partitions), recs)
+	res.set("compacted.perproduce", (b.workerSum("kafkamirror_destination_produce_partitions_total")-batches0)/
+		(b.workerSum("kafkamirror_destination_produces_total")-produces0))
 	res.set("compacted.offsets", float64(offsets))
 	res.set("compacted.holes", float64(holes))
 	res.set("compacted.rate", float64(offsets)/t.last.Sub(t.first).Seconds())

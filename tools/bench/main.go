@@ -234,6 +234,7 @@ var figureRows = []row{
 	{"idle pickups not seen within the wait", "", "idle", formatted("%.0f", "idle.missing")},
 	{"compacted topic: offsets / holes", "", "compacted", formatted("%.0f / %.0f", "compacted.offsets", "compacted.holes")},
 	{"compacted topic: offsets per second from its creation on the destination (start-up included)", "", "compacted", formatted("%.0f", "compacted.start_rate")},
+	{"compacted topic: batches per destination produce request", "", "compacted", formatted("%.1f", "compacted.perproduce")},
 	{"compacted topic of one partition: offsets per second through holes", "", "compacted", formatted("%.0f", "compacted.one.rate")},
 	{"the bench writing a record and 9 markers in turn itself, -partitions / 1 partition (offsets/s)", "", "compacted", formatted("%.0f / %.0f", "direct.holes", "direct.holes.one")},
 	{"one run of holes: offsets per second from the first copied / offsets", "", "compacted", formatted("%.0f / %.0f", "holerun.rate", "holerun.offsets")},
