@@ -24,6 +24,14 @@ import (
 // alone); far below a broker's socket.request.max.bytes (100 MiB).
 const produceRequestMaxBytes = 16 << 20
 
+// pipelineMinBytes is the least a request sent while another is in flight carries. A broker
+// reads a connection's next request only once it has answered the one before (Kafka mutes
+// the connection meanwhile), so a small request queued behind one in flight lands no sooner
+// than if it waited for that answer, and it splits the partitions that would have shared the
+// next request: each request is a round of appends on the broker. Big requests are still
+// pipelined: sending them overlaps the broker's work on the one before.
+const pipelineMinBytes = 64 << 10
+
 // brokerProducers are the running pipelines.
 var brokerProducers = newPipelines[*brokerProducer]()
 
@@ -92,25 +100,23 @@ func (bp *brokerProducer) run(ctx context.Context) {
 }
 
 // request builds a request of the queued batches, the oldest of each partition, and takes
-// them off the queue; nil when nothing is queued or enough requests are in flight.
+// them off the queue; nil when nothing is queued, enough requests are in flight, or one is
+// in flight and the batches that would join the next total less than pipelineMinBytes.
 func (bp *brokerProducer) request() (*kmsg.ProduceRequest, []*produceItem) {
 	bp.mu.Lock()
 	defer bp.mu.Unlock()
 	if bp.inFlight >= bp.maxInFlight {
 		return nil, nil
 	}
-	taken := map[kafkareq.PartKey]bool{} // a partition with a batch in this request, or one left queued
-	size := 0
-	items := bp.queue.take(func(it *produceItem) bool {
-		k := kafkareq.PartKey{Topic: it.topic, ID: it.id, Partition: it.partition}
-		if taken[k] || size > 0 && size+len(it.batch) > produceRequestMaxBytes {
-			taken[k] = true // the partition's later batches stay behind this one
-			return false
+	if bp.inFlight > 0 {
+		join, size := joinRequest()
+		bp.queue.each(func(it *produceItem) { join(it) })
+		if *size < pipelineMinBytes {
+			return nil, nil
 		}
-		taken[k] = true
-		size += len(it.batch)
-		return true
-	})
+	}
+	join, _ := joinRequest()
+	items := bp.queue.take(join)
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -168,4 +174,21 @@ func (bp *brokerProducer) issue(req *kmsg.ProduceRequest, items []*produceItem, 
 		}
 		it.done <- r
 	}
+}
+
+// joinRequest returns a join for writeQueue.take that admits the oldest batch of each
+// partition up to produceRequestMaxBytes, and the size of the batches it admitted.
+func joinRequest() (func(*produceItem) bool, *int) {
+	taken := map[kafkareq.PartKey]bool{} // a partition with a batch in this request, or one left queued
+	size := 0
+	return func(it *produceItem) bool {
+		k := kafkareq.PartKey{Topic: it.topic, ID: it.id, Partition: it.partition}
+		if taken[k] || size > 0 && size+len(it.batch) > produceRequestMaxBytes {
+			taken[k] = true // the partition's later batches stay behind this one
+			return false
+		}
+		taken[k] = true
+		size += len(it.batch)
+		return true
+	}, &size
 }

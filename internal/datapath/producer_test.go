@@ -443,3 +443,47 @@ func TestProducerWithdrawsOnlyBatchesNotYetSent(t *testing.T) {
 		}
 	}
 }
+
+// While a request is in flight, the next one is sent only when it carries pipelineMinBytes:
+// smaller batches wait for the answer (the broker would not read them sooner), so the
+// partitions queued meanwhile share one request instead of a request each.
+func TestProducerPipelinesOnlyBigRequests(t *testing.T) {
+	small, big := make([]byte, 100), make([]byte, pipelineMinBytes)
+	type queued struct {
+		partition int32
+		batch     []byte
+	}
+	for _, tc := range []struct {
+		name     string
+		inFlight int
+		queue    []queued
+		want     []int32 // partitions of the request sent, none when it waits
+	}{
+		{"nothing in flight: a small batch goes at once", 0, []queued{{0, small}}, []int32{0}},
+		{"one in flight: small batches wait for its answer", 1, []queued{{0, small}, {1, small}, {2, small}}, nil},
+		{"one in flight: a big batch goes, and the small ones queued before it with it", 1, []queued{{0, small}, {1, small}, {2, big}}, []int32{0, 1, 2}},
+		{"one in flight: small batches that add up go", 1, []queued{{0, big[:pipelineMinBytes/2]}, {1, big[:pipelineMinBytes/2]}}, []int32{0, 1}},
+		{"one in flight: a partition's second batch does not count", 1, []queued{{0, big[:pipelineMinBytes/2]}, {0, big[:pipelineMinBytes/2]}}, nil},
+		{"the most in flight: even a big batch waits", 5, []queued{{0, big}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bp := &brokerProducer{maxInFlight: 5, inFlight: tc.inFlight, queue: newWriteQueue[*produceItem]()}
+			for _, q := range tc.queue {
+				bp.enqueue(context.Background(), "t", [16]byte{1}, q.partition, q.batch, make(chan produced, 1))
+			}
+			_, items := bp.request()
+			var got []int32
+			for _, it := range items {
+				got = append(got, it.partition)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("the request sent carried partitions %v, want %v", got, tc.want)
+			}
+			left := 0
+			bp.queue.each(func(*produceItem) { left++ })
+			if left != len(tc.queue)-len(got) {
+				t.Fatalf("%d batches left queued, want %d", left, len(tc.queue)-len(got))
+			}
+		})
+	}
+}
