@@ -24,12 +24,15 @@ import (
 // alone); far below a broker's socket.request.max.bytes (100 MiB).
 const produceRequestMaxBytes = 16 << 20
 
-// pipelineMinBytes is the least a request sent while another is in flight carries. A broker
-// reads a connection's next request only once it has answered the one before (Kafka mutes
-// the connection meanwhile), so a small request queued behind one in flight lands no sooner
-// than if it waited for that answer, and it splits the partitions that would have shared the
-// next request: each request is a round of appends on the broker. Big requests are still
-// pipelined: sending them overlaps the broker's work on the one before.
+// pipelineMinBytes is the least a request sent while another is in flight carries, unless
+// one of its partitions has a batch in flight. A broker reads a connection's next request only
+// once it has answered the one before (Kafka mutes the connection meanwhile), so a request
+// pipelined behind another saves just the round trip back to the client, and costs the broker a
+// round of request handling of its own. Partitions that write in turn (a compacted partition's
+// record, its markers, its next record) therefore wait with small batches for the answer and
+// share the next request: 2.5 partitions per request instead of 1.3 in the bench's compacted
+// topic. A partition with a batch in flight is streaming (its batches can never share a
+// request), so its next one is pipelined at once, as are big requests.
 const pipelineMinBytes = 64 << 10
 
 // brokerProducers are the running pipelines.
@@ -44,8 +47,9 @@ type brokerProducer struct {
 	maxInFlight int
 	queue       writeQueue[*produceItem]
 
-	mu       sync.Mutex
-	inFlight int // requests sent and not answered
+	mu            sync.Mutex
+	inFlight      int                      // requests sent and not answered
+	partsInFlight map[kafkareq.PartKey]int // batches sent and not answered, by partition
 }
 
 // produceItem is one partition's batch handed to a pipeline.
@@ -56,6 +60,10 @@ type produceItem struct {
 	partition int32
 	batch     []byte
 	done      chan<- produced // capacity 1
+}
+
+func (it *produceItem) partKey() kafkareq.PartKey {
+	return kafkareq.PartKey{Topic: it.topic, ID: it.id, Partition: it.partition}
 }
 
 // produced is the answer for one batch: the base offset the destination assigned, or why not.
@@ -69,8 +77,13 @@ type produced struct {
 func acquireProducer(dst kafkareq.Cluster, broker int32, cfg *PartitionConfig) *brokerProducer {
 	key := brokerKey{dst.Client, broker}
 	return brokerProducers.acquire(key, func() *brokerProducer {
-		return &brokerProducer{key: key, dst: dst, obs: cfg.Observer, maxInFlight: cfg.ProduceRequestsInFlight, queue: newWriteQueue[*produceItem]()}
+		return newBrokerProducer(key, dst, cfg)
 	}, (*brokerProducer).run)
+}
+
+func newBrokerProducer(key brokerKey, dst kafkareq.Cluster, cfg *PartitionConfig) *brokerProducer {
+	return &brokerProducer{key: key, dst: dst, obs: cfg.Observer, maxInFlight: cfg.ProduceRequestsInFlight,
+		queue: newWriteQueue[*produceItem](), partsInFlight: map[kafkareq.PartKey]int{}}
 }
 
 func (bp *brokerProducer) release() { brokerProducers.release(bp.key) }
@@ -101,7 +114,7 @@ func (bp *brokerProducer) run(ctx context.Context) {
 
 // request builds a request of the queued batches, the oldest of each partition, and takes
 // them off the queue; nil when nothing is queued, enough requests are in flight, or one is
-// in flight and the batches that would join the next total less than pipelineMinBytes.
+// in flight and the next would wait for it (pipelineMinBytes).
 func (bp *brokerProducer) request() (*kmsg.ProduceRequest, []*produceItem) {
 	bp.mu.Lock()
 	defer bp.mu.Unlock()
@@ -110,8 +123,13 @@ func (bp *brokerProducer) request() (*kmsg.ProduceRequest, []*produceItem) {
 	}
 	if bp.inFlight > 0 {
 		join, size := joinRequest()
-		bp.queue.each(func(it *produceItem) { join(it) })
-		if *size < pipelineMinBytes {
+		streaming := false
+		bp.queue.each(func(it *produceItem) {
+			if join(it) && bp.partsInFlight[it.partKey()] > 0 {
+				streaming = true
+			}
+		})
+		if !streaming && *size < pipelineMinBytes {
 			return nil, nil
 		}
 	}
@@ -119,6 +137,9 @@ func (bp *brokerProducer) request() (*kmsg.ProduceRequest, []*produceItem) {
 	items := bp.queue.take(join)
 	if len(items) == 0 {
 		return nil, nil
+	}
+	for _, it := range items {
+		bp.partsInFlight[it.partKey()]++
 	}
 	req := kafkareq.NewProduceRequest(nil)
 	topics := map[kafkareq.PartKey]int{} // index in req.Topics
@@ -141,6 +162,13 @@ func (bp *brokerProducer) issue(req *kmsg.ProduceRequest, items []*produceItem, 
 	defer func() {
 		bp.mu.Lock()
 		bp.inFlight--
+		for _, it := range items {
+			if k := it.partKey(); bp.partsInFlight[k] > 1 {
+				bp.partsInFlight[k]--
+			} else {
+				delete(bp.partsInFlight, k)
+			}
+		}
 		bp.mu.Unlock()
 		bp.queue.poke()
 	}()
@@ -182,7 +210,7 @@ func joinRequest() (func(*produceItem) bool, *int) {
 	taken := map[kafkareq.PartKey]bool{} // a partition with a batch in this request, or one left queued
 	size := 0
 	return func(it *produceItem) bool {
-		k := kafkareq.PartKey{Topic: it.topic, ID: it.id, Partition: it.partition}
+		k := it.partKey()
 		if taken[k] || size > 0 && size+len(it.batch) > produceRequestMaxBytes {
 			taken[k] = true // the partition's later batches stay behind this one
 			return false

@@ -211,6 +211,18 @@ func TestProducerKeepsEachPartitionsOrderOnTheWire(t *testing.T) {
 		}
 	}
 	wire.checkOrder(t)
+	// Every answered batch leaves the count of its partition's batches in flight.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		bp.mu.Lock()
+		left := len(bp.partsInFlight)
+		bp.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d partitions still counted in flight 30 s after every batch was answered", left)
+		}
+	}
 	full := 0
 	for _, req := range wire.requests() {
 		if len(req) == partitions {
@@ -444,10 +456,11 @@ func TestProducerWithdrawsOnlyBatchesNotYetSent(t *testing.T) {
 	}
 }
 
-// While a request is in flight, the next one is sent only when it carries pipelineMinBytes:
-// smaller batches wait for the answer (the broker would not read them sooner), so the
-// partitions queued meanwhile share one request instead of a request each.
-func TestProducerPipelinesOnlyBigRequests(t *testing.T) {
+// While a request is in flight, the next one is sent only when it carries pipelineMinBytes or
+// a batch of a partition that has one in flight: small batches of partitions writing in turn
+// wait for the answer, so the partitions queued meanwhile share one request instead of a
+// request each, and a streaming partition's batches are pipelined.
+func TestProducerPipelinesBigRequestsAndStreamingPartitions(t *testing.T) {
 	small, big := make([]byte, 100), make([]byte, pipelineMinBytes)
 	type queued struct {
 		partition int32
@@ -456,18 +469,24 @@ func TestProducerPipelinesOnlyBigRequests(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		inFlight int
+		sent     []int32 // partitions of the requests in flight
 		queue    []queued
 		want     []int32 // partitions of the request sent, none when it waits
 	}{
-		{"nothing in flight: a small batch goes at once", 0, []queued{{0, small}}, []int32{0}},
-		{"one in flight: small batches wait for its answer", 1, []queued{{0, small}, {1, small}, {2, small}}, nil},
-		{"one in flight: a big batch goes, and the small ones queued before it with it", 1, []queued{{0, small}, {1, small}, {2, big}}, []int32{0, 1, 2}},
-		{"one in flight: small batches that add up go", 1, []queued{{0, big[:pipelineMinBytes/2]}, {1, big[:pipelineMinBytes/2]}}, []int32{0, 1}},
-		{"one in flight: a partition's second batch does not count", 1, []queued{{0, big[:pipelineMinBytes/2]}, {0, big[:pipelineMinBytes/2]}}, nil},
-		{"the most in flight: even a big batch waits", 5, []queued{{0, big}}, nil},
+		{"nothing in flight: a small batch goes at once", 0, nil, []queued{{0, small}}, []int32{0}},
+		{"one in flight: small batches wait for its answer", 1, []int32{3}, []queued{{0, small}, {1, small}, {2, small}}, nil},
+		{"one in flight: a big batch goes, and the small ones queued before it with it", 1, []int32{3}, []queued{{0, small}, {1, small}, {2, big}}, []int32{0, 1, 2}},
+		{"one in flight: small batches that add up go", 1, []int32{3}, []queued{{0, big[:pipelineMinBytes/2]}, {1, big[:pipelineMinBytes/2]}}, []int32{0, 1}},
+		{"one in flight: a partition's second batch does not count", 1, []int32{3}, []queued{{0, big[:pipelineMinBytes/2]}, {0, big[:pipelineMinBytes/2]}}, nil},
+		{"one in flight: a streaming partition's small batch goes, with the others", 1, []int32{1}, []queued{{0, small}, {1, small}, {1, small}}, []int32{0, 1}},
+		{"the most in flight: even a big batch waits", 5, []int32{0, 1, 2, 3, 4}, []queued{{0, big}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bp := &brokerProducer{maxInFlight: 5, inFlight: tc.inFlight, queue: newWriteQueue[*produceItem]()}
+			bp := newBrokerProducer(brokerKey{}, kafkareq.Cluster{}, &PartitionConfig{ProduceRequestsInFlight: 5})
+			bp.inFlight = tc.inFlight
+			for _, p := range tc.sent {
+				bp.partsInFlight[kafkareq.PartKey{Topic: "t", ID: [16]byte{1}, Partition: p}]++
+			}
 			for _, q := range tc.queue {
 				bp.enqueue(context.Background(), "t", [16]byte{1}, q.partition, q.batch, make(chan produced, 1))
 			}
