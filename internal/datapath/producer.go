@@ -163,9 +163,8 @@ func (bp *brokerProducer) issue(req *kmsg.ProduceRequest, items []*produceItem, 
 		bp.mu.Lock()
 		bp.inFlight--
 		for _, it := range items {
-			if k := it.partKey(); bp.partsInFlight[k] > 1 {
-				bp.partsInFlight[k]--
-			} else {
+			k := it.partKey()
+			if bp.partsInFlight[k]--; bp.partsInFlight[k] == 0 {
 				delete(bp.partsInFlight, k)
 			}
 		}
