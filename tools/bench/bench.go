@@ -325,7 +325,7 @@ func (b *bench) throughput(res *result) {
 		codec kgo.CompressionCodec
 	}{{"zstd", kgo.ZstdCompression()}, {"none", kgo.NoCompression()}} {
 		topic := "load-" + codec.name
-		payload := b.writeLoad(topic, codec.codec)
+		payload := b.writeLoad(topic, codec.codec, b.o.partitions, b.o.partitions)
 		want := b.endOffsets(b.src, topic)
 		batches := b.fetchRaw(topic, want)
 		n, size := 0, 0
@@ -375,11 +375,11 @@ func (b *bench) throughput(res *result) {
 	}
 }
 
-// writeLoad fills topic with o.mib MiB of compressible record values spread over its
-// partitions in batches of about o.batchKiB as stored (compressed, for zstd); it returns the
-// payload bytes.
-func (b *bench) writeLoad(topic string, codec kgo.CompressionCodec) int64 {
-	b.createTopic(b.sadm, topic, b.o.partitions, nil)
+// writeLoad creates topic with partitions and fills the first written of them with o.mib MiB
+// of compressible record values in batches of about o.batchKiB as stored (compressed, for
+// zstd); it returns the payload bytes.
+func (b *bench) writeLoad(topic string, codec kgo.CompressionCodec, partitions, written int) int64 {
+	b.createTopic(b.sadm, topic, partitions, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := []string{"order", "customer", "shipped", "pending", "amount", "currency", "EUR", "warehouse", "42", "2026-12-03"}
 	value := func() []byte {
@@ -410,7 +410,7 @@ func (b *bench) writeLoad(topic string, codec kgo.CompressionCodec) int64 {
 	var wg sync.WaitGroup
 	for i := range records {
 		wg.Add(1)
-		prod.Produce(context.Background(), &kgo.Record{Topic: topic, Partition: int32(i % b.o.partitions), Key: fmt.Appendf(nil, "k%d", i), Value: value()},
+		prod.Produce(context.Background(), &kgo.Record{Topic: topic, Partition: int32(i % written), Key: fmt.Appendf(nil, "k%d", i), Value: value()},
 			func(_ *kgo.Record, err error) {
 				if err != nil {
 					errs.Store(err)
@@ -423,6 +423,25 @@ func (b *bench) writeLoad(topic string, codec kgo.CompressionCodec) int64 {
 		b.r.Fatalf("writing %s: %v", topic, err)
 	}
 	return int64(records) * int64(b.o.valueBytes)
+}
+
+// skewed mirrors one partition's load beside idle partitions of its topic (on the same
+// source broker) and alone: a partition catching up must not wait out its idle neighbours'
+// long polls each time its fetch-ahead buffer fills. Beside first, so that warming the
+// destination up counts against it.
+func (b *bench) skewed(res *result) {
+	for _, c := range []struct {
+		name       string
+		partitions int
+	}{{"beside", b.o.partitions}, {"alone", 1}} {
+		topic := "skew-" + c.name
+		payload := b.writeLoad(topic, kgo.ZstdCompression(), c.partitions, 1)
+		want := b.endOffsets(b.src, topic)
+		log.Printf("%s: mirror %s", b.kind, topic)
+		failed := b.startMirror(topic)
+		res.set("skew."+c.name, mibPerSecond(payload, b.watchCopy(topic, want, failed)))
+		b.pause(topic)
+	}
 }
 
 // fetchRaw reads every batch of topic below want, per partition, with raw Fetch requests.

@@ -72,7 +72,7 @@ func main() {
 	flag.Int64Var(&o.headOffset, "head-offset", 10_000_000, "source log start offset for head alignment")
 	flag.DurationVar(&o.waitLimit, "wait", 5*time.Minute, "longest wait for one measurement")
 	var only string
-	flag.StringVar(&only, "only", "", "measurements to run, comma-separated (memory, throughput, head, compacted, busy, idle; default all)")
+	flag.StringVar(&only, "only", "", "measurements to run, comma-separated (memory, throughput, head, busy, skewed, idle, compacted; default all)")
 	flag.StringVar(&o.workerLog, "worker-log", "", "file that receives the worker's output of each cluster kind (suffixed with the kind)")
 	flag.StringVar(&o.workerLevel, "worker-log-level", "warn", "the worker's log level (info or debug show where a start spends its time)")
 	flag.Parse()
@@ -123,6 +123,7 @@ func measureOn(kind, bin string, o options) *result {
 			{"throughput", b.throughput},
 			{"head", b.headAlignment},
 			{"busy", b.busyBesideIdle},
+			{"skewed", b.skewed},
 			{"idle", b.idlePickup},
 			{"compacted", b.compactedHoles},
 		} {
@@ -204,6 +205,7 @@ var ratioRows = []row{
 	{"worker CPU per MiB, zstd (ms)", "≤ 1", "throughput", formatted("%.2f", "cpu.zstd")},
 	{"worker CPU per MiB, uncompressed (ms)", "", "throughput", formatted("%.2f", "cpu.none")},
 	{"one busy + 7 idle partitions: end-to-end p99 (ms)", "< 20", "busy", formatted("%.0f", "busy.p99")},
+	{"one partition catching up beside idle ones of its topic (-partitions) / alone, zstd", "", "skewed", ratio("skew.beside", "skew.alone")},
 	{"idle partitions: all MIRRORING → lag 0 (s)", "< 5", "idle", formatted("%.1f", "idle.ready")},
 	{"idle partitions: new record picked up p50 / p99 / max (ms)", "p99 < 100", "idle", formatted("%.0f / %.0f / %.0f", "idle.p50", "idle.p99", "idle.max")},
 	{"compacted topic: offsets per second through holes", "≥ 50,000", "compacted", formatted("%.0f", "compacted.rate")},
@@ -230,6 +232,7 @@ var figureRows = []row{
 	{"one busy + 7 idle: p50 (ms)", "", "busy", formatted("%.0f", "busy.p50")},
 	{"the busy partition read at the source itself: p50 / p99 (ms)", "", "busy", formatted("%.0f / %.0f", "busy.source.p50", "busy.source.p99")},
 	{"one busy + 7 idle: p99 over the first -busy-warm-up on fresh brokers (ms)", "", "busy", formatted("%.0f", "busy.warmup.p99")},
+	{"one partition catching up beside idle ones / alone, zstd (MiB/s)", "", "skewed", formatted("%.1f / %.1f", "skew.beside", "skew.alone")},
 	{"idle partitions: first record right after all MIRRORING picked up after (ms)", "", "idle", formatted("%.0f", "idle.first")},
 	{"idle pickups not seen within the wait", "", "idle", formatted("%.0f", "idle.missing")},
 	{"compacted topic: offsets / holes", "", "compacted", formatted("%.0f / %.0f", "compacted.offsets", "compacted.holes")},
