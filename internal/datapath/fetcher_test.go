@@ -23,11 +23,12 @@ type seenFetch struct {
 	epoch            int32
 	parts, forgotten []string
 	maxBytes         map[string]int32 // PartitionMaxBytes of each of parts
+	maxWait          int32
 }
 
 // fetchLog records the mirror's fetches to a kfake cluster: those that wait
-// FetchMaxWaitMillis and name no rack (the comparator's consumers wait less, its raw reads
-// and the cleaner's fetches name a rack).
+// FetchMaxWaitMillis or roomWaitMillis and name no rack (the comparator's consumers wait
+// otherwise, its raw reads and the cleaner's fetches name a rack).
 type fetchLog struct {
 	mu   sync.Mutex
 	reqs []seenFetch
@@ -43,7 +44,7 @@ func watchFetches(t *testing.T, c *kafkatest.Cluster, topics ...string) *fetchLo
 	c.Fake().ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.Fake().KeepControl()
 		req := kreq.(*kmsg.FetchRequest)
-		if req.Rack != "" || req.MaxWaitMillis != kafkareq.FetchMaxWaitMillis {
+		if req.Rack != "" || (req.MaxWaitMillis != kafkareq.FetchMaxWaitMillis && req.MaxWaitMillis != roomWaitMillis) {
 			return nil, nil, false
 		}
 		name := func(topic string, id [16]byte) string {
@@ -52,7 +53,7 @@ func watchFetches(t *testing.T, c *kafkatest.Cluster, topics ...string) *fetchLo
 			}
 			return topic
 		}
-		seen := seenFetch{epoch: req.SessionEpoch, maxBytes: map[string]int32{}}
+		seen := seenFetch{epoch: req.SessionEpoch, maxBytes: map[string]int32{}, maxWait: req.MaxWaitMillis}
 		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
 				part := fmt.Sprintf("%s/%d", name(rt.Topic, rt.TopicID), rp.Partition)
@@ -146,15 +147,35 @@ func waitSession(t *testing.T, cl *kgo.Client, broker int32, want []string) {
 }
 
 // requireIdleFetches checks the next fetches of an idle steady state: incremental, listing
-// and forgetting nothing, so idle partitions cost no bytes on the wire.
+// and forgetting nothing, so idle partitions cost no bytes on the wire, and each a long poll.
 func requireIdleFetches(t *testing.T, l *fetchLog) {
 	t.Helper()
 	// The fetch in flight when the mark is taken may still carry the last change.
 	for i, f := range l.since(t, l.mark(), 4)[1:] {
-		if f.epoch <= 0 || len(f.parts) > 0 || len(f.forgotten) > 0 {
-			t.Fatalf("idle fetch %d: epoch %d, lists %v, forgets %v; want an incremental fetch listing nothing", i, f.epoch, f.parts, f.forgotten)
+		if f.epoch <= 0 || len(f.parts) > 0 || len(f.forgotten) > 0 || f.maxWait != kafkareq.FetchMaxWaitMillis {
+			t.Fatalf("idle fetch %d: epoch %d, lists %v, forgets %v, waits %d ms; want an incremental fetch listing nothing, waiting %d ms", i, f.epoch, f.parts, f.forgotten, f.maxWait, kafkareq.FetchMaxWaitMillis)
 		}
 	}
+}
+
+// withoutPart returns the fetches after which the session holds part no more, replaying the
+// session from fetches' first (a full fetch's list replaces the session, an incremental one
+// adds to it and forgets).
+func withoutPart(fetches []seenFetch, part string) []seenFetch {
+	var out []seenFetch
+	held := false
+	for _, f := range fetches {
+		switch {
+		case slices.Contains(f.parts, part):
+			held = true
+		case f.epoch == 0 || slices.Contains(f.forgotten, part):
+			held = false
+		}
+		if !held {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // One fetch session holds every partition the source broker leads (issue #16: one fetcher
@@ -418,6 +439,18 @@ func TestFetcherSlowPartitionStallsNobody(t *testing.T) {
 	}
 	if !left {
 		t.Fatalf("the fetches forgot %v and every new session held slow/0; want slow/0, whose buffer was full, to leave the session", forgotten)
+	}
+	// While slow/0 waits for room, no fetch waits out a long poll: it rejoins the session
+	// only once the fetch in flight is answered. (Up to its rejoining: the scenario's end
+	// closes it.)
+	seen := fetches.since(t, mark, 1)
+	for len(seen) > 0 && !slices.Contains(seen[len(seen)-1].parts, "slow/0") {
+		seen = seen[:len(seen)-1]
+	}
+	for _, f := range withoutPart(seen, "slow/0") {
+		if f.maxWait != roomWaitMillis {
+			t.Fatalf("a fetch while slow/0 waited for room in its buffer waited up to %d ms, want %d (roomWaitMillis)", f.maxWait, roomWaitMillis)
+		}
 	}
 }
 
