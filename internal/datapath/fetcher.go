@@ -98,8 +98,12 @@ type feed struct {
 	closed   bool
 	buf      []fetchResult
 	bufBytes int
-	answered time.Time     // when buf was last given an answer
-	ready    chan struct{} // capacity 1: buf changed
+	answered time.Time // when buf was last given an answer
+	// How long the session took to write its last answer with data, from taking it to
+	// asking again: when a full buffer may have room again.
+	writeTime time.Duration
+	took      time.Time     // when the session took the answer it writes; zero once it asks again
+	ready     chan struct{} // capacity 1: buf changed
 }
 
 // fetchResult is one answer for a feed: what a fetch from `from` returned.
@@ -176,6 +180,9 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 	bf := fd.f
 	for {
 		bf.mu.Lock()
+		if !fd.took.IsZero() {
+			fd.writeTime, fd.took = time.Since(fd.took), time.Time{}
+		}
 		if len(fd.buf) > 0 && fd.buf[0].from != offset {
 			fd.reset(offset)
 		}
@@ -183,6 +190,9 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 			r := fd.buf[0]
 			fd.buf = fd.buf[1:]
 			fd.bufBytes -= r.bytes
+			if r.bytes > 0 {
+				fd.took = time.Now()
+			}
 			// An error is the session's to judge (out of range moves it on); if it asks
 			// again, it is fetched again.
 			fd.failed = false
@@ -222,22 +232,26 @@ func (fd *feed) fetchable() bool {
 	return !fd.closed && !fd.failed && fd.hasRoom()
 }
 
-// waitsForRoom tells whether the feed is out of the fetch session only until its writer
-// takes an answer from its full buffer. Guarded by f.mu.
-func (fd *feed) waitsForRoom() bool {
-	return !fd.closed && !fd.failed && !fd.hasRoom()
+// roomWait is how long a fetch may wait for data while the feed waits for room in its buffer
+// (see fetchable), or false when it does not. A broker reads a connection's next fetch only
+// once it answered the last, so the feed rejoins the session only after that fetch's answer:
+// behind the idle partitions' long poll (FetchMaxWaitMillis), a partition catching up beside
+// them would wait it out each time its buffer filled (read at 100 or 200 MiB/s beside 7 idle
+// partitions of Apache Kafka 4.4, it got 20–26 MiB/s; alone, 91–177). So the fetch waits
+// about as long as the feed's writer takes to write an answer, and has room again: the
+// fetches of the idle partitions are at most as many as the answers it writes, and its
+// writer has the rest of its buffer to write meanwhile. Guarded by f.mu.
+func (fd *feed) roomWait() (time.Duration, bool) {
+	if fd.closed || fd.failed || fd.hasRoom() {
+		return 0, false
+	}
+	return min(max(fd.writeTime, minRoomWait), kafkareq.FetchMaxWaitMillis*time.Millisecond), true
 }
 
-func (fd *feed) hasRoom() bool { return fd.bufLimit-fd.bufBytes >= int(fd.answerBytes()) }
+// minRoomWait bounds the fetches a fast writer's waits for room cause.
+const minRoomWait = 5 * time.Millisecond
 
-// roomWaitMillis is how long a fetch waits for data while a partition waits for room in its
-// buffer. A broker reads a connection's next fetch only once it answered the last, so the
-// partition rejoins the session only after this fetch's answer: with the idle partitions'
-// long poll (FetchMaxWaitMillis) a partition catching up beside them would wait out the poll
-// each time it filled its buffer: read at 100 or 200 MiB/s beside 7 idle partitions of
-// Apache Kafka 4.4, it got 20–26 MiB/s (alone: 91–177). Its writer still has the rest of its
-// buffer to write meanwhile.
-const roomWaitMillis = 10
+func (fd *feed) hasRoom() bool { return fd.bufLimit-fd.bufBytes >= int(fd.answerBytes()) }
 
 // answerBytes is what one answer for the feed may hold: maxBytes, or all of a smaller
 // buffer.
@@ -326,9 +340,9 @@ func (bf *brokerFetcher) run(ctx context.Context) {
 // one lists only the partitions whose fetch state differs from what the broker holds (new,
 // moved on, reset) and forgets those that can take no more data (closed, failed, no room for
 // a whole answer), as Kafka's consumer and replica fetchers do; the broker reads every
-// partition it holds and answers only those with news. While a partition waits for room, the
-// fetch waits roomWaitMillis for data at most, so that the partition soon rejoins. A session
-// that would hold nothing is closed (Kafka drops an emptied session anyway).
+// partition it holds and answers only those with news. While partitions wait for room, the
+// fetch waits for data only until the first of them may have room again (roomWait). A
+// session that would hold nothing is closed (Kafka drops an emptied session anyway).
 func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[kafkareq.PartKey]sentPart) {
 	bf.mu.Lock()
 	defer bf.mu.Unlock()
@@ -346,8 +360,8 @@ func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[kafkareq.PartKey]sen
 			continue // a second feed of one partition waits until the first leaves
 		}
 		if !fd.fetchable() {
-			if fd.waitsForRoom() {
-				req.MaxWaitMillis = roomWaitMillis
+			if wait, ok := fd.roomWait(); ok {
+				req.MaxWaitMillis = min(req.MaxWaitMillis, int32(wait.Milliseconds()))
 			}
 			continue
 		}

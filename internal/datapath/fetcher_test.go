@@ -26,9 +26,10 @@ type seenFetch struct {
 	maxWait          int32
 }
 
-// fetchLog records the mirror's fetches to a kfake cluster: those that wait
-// FetchMaxWaitMillis or roomWaitMillis and name no rack (the comparator's consumers wait
-// otherwise, its raw reads and the cleaner's fetches name a rack).
+// fetchLog records the fetches of the mirror's fetchers to a kfake cluster: those that ask
+// for fetchResponseMaxBytes, wait for data and name no rack (the comparator's consumers ask
+// for more, a session's one-partition reads for less; session closes wait for nothing; raw
+// reads and the cleaner's fetches name a rack).
 type fetchLog struct {
 	mu   sync.Mutex
 	reqs []seenFetch
@@ -44,7 +45,7 @@ func watchFetches(t *testing.T, c *kafkatest.Cluster, topics ...string) *fetchLo
 	c.Fake().ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.Fake().KeepControl()
 		req := kreq.(*kmsg.FetchRequest)
-		if req.Rack != "" || (req.MaxWaitMillis != kafkareq.FetchMaxWaitMillis && req.MaxWaitMillis != roomWaitMillis) {
+		if req.Rack != "" || req.MaxBytes != fetchResponseMaxBytes || req.MaxWaitMillis == 0 {
 			return nil, nil, false
 		}
 		name := func(topic string, id [16]byte) string {
@@ -441,15 +442,15 @@ func TestFetcherSlowPartitionStallsNobody(t *testing.T) {
 		t.Fatalf("the fetches forgot %v and every new session held slow/0; want slow/0, whose buffer was full, to leave the session", forgotten)
 	}
 	// While slow/0 waits for room, no fetch waits out a long poll: it rejoins the session
-	// only once the fetch in flight is answered. (Up to its rejoining: the scenario's end
-	// closes it.)
+	// only once the fetch in flight is answered. Its reader took nothing, so it may have room
+	// any moment. (Up to its rejoining: the scenario's end closes it.)
 	seen := fetches.since(t, mark, 1)
 	for len(seen) > 0 && !slices.Contains(seen[len(seen)-1].parts, "slow/0") {
 		seen = seen[:len(seen)-1]
 	}
 	for _, f := range withoutPart(seen, "slow/0") {
-		if f.maxWait != roomWaitMillis {
-			t.Fatalf("a fetch while slow/0 waited for room in its buffer waited up to %d ms, want %d (roomWaitMillis)", f.maxWait, roomWaitMillis)
+		if f.maxWait != int32(minRoomWait.Milliseconds()) {
+			t.Fatalf("a fetch while slow/0 waited for room in its buffer waited up to %d ms, want %v (minRoomWait)", f.maxWait, minRoomWait)
 		}
 	}
 }
