@@ -214,6 +214,13 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 	}
 }
 
+// holds tells whether next would return at once with the answer of a fetch from offset.
+func (fd *feed) holds(offset int64) bool {
+	fd.f.mu.Lock()
+	defer fd.f.mu.Unlock()
+	return len(fd.buf) > 0 && fd.buf[0].from == offset
+}
+
 // reset drops what the feed holds and has in flight and fetches from offset next. Guarded
 // by f.mu.
 func (fd *feed) reset(offset int64) {

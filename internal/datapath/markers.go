@@ -100,9 +100,9 @@ func (s *session) writeLoneMarkers(ctx context.Context, n int64, commit bool) (i
 }
 
 // checkMarkers makes sure the lone markers written last, with nothing after them, took
-// exactly their offsets.
+// exactly their offsets. (A produce in flight after them confirms them by its answer.)
 func (s *session) checkMarkers(ctx context.Context) error {
-	if n := s.uncheckedMarkers; n > 0 {
+	if n := s.uncheckedMarkers; n > 0 && len(s.pending) == 0 {
 		return s.awaitMarker(ctx, s.next-n, n)
 	}
 	return nil

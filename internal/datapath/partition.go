@@ -335,7 +335,9 @@ func (m *PartitionMirror) session(ctx context.Context) (progressed bool, err err
 		case ctx.Err() != nil:
 			err = ctx.Err()
 		case m.draining.Load() && !s.txnOpen():
-			err = errDrained
+			if err = s.flush(); err == nil {
+				err = errDrained
+			}
 		default:
 			err = s.copyOnce(ctx)
 		}
@@ -621,6 +623,14 @@ func (s *session) copyOnce(ctx context.Context) error {
 	if s.feed == nil {
 		s.feed = subscribe(m.src, s.src, cfg, offset)
 	}
+	// Writes stay in flight from one answer into the next while the next is already fetched,
+	// so the destination is never idle between answers; before the session waits for the
+	// source, every write is answered: that is where progress becomes visible.
+	if !s.feed.holds(offset) {
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
 	f, err := s.feed.next(ctx, offset)
 	if errors.Is(err, kerr.OffsetOutOfRange) {
 		return s.outOfRange(ctx, offset)
@@ -651,9 +661,11 @@ func (s *session) copyOnce(ctx context.Context) error {
 			return err
 		}
 	}
-	// Pipelining spans one fetch response; its end is where progress becomes visible.
-	if err := s.flush(); err != nil {
-		return err
+	if p.err != nil || p.retry > 0 {
+		// What the answer held up to its error or the retry lands first.
+		if err := s.flush(); err != nil {
+			return err
+		}
 	}
 	if err := s.checkMarkers(ctx); err != nil {
 		return err
@@ -661,10 +673,13 @@ func (s *session) copyOnce(ctx context.Context) error {
 	if p.err != nil {
 		return p.err
 	}
-	if err := s.moveLogStart(ctx, f.LogStartOffset); err != nil || p.retry == 0 {
+	if err := s.moveLogStart(ctx, f.LogStartOffset); err != nil {
 		return err
 	}
-	return kafkareq.Sleep(ctx, p.retry)
+	if p.retry > 0 {
+		return kafkareq.Sleep(ctx, p.retry)
+	}
+	return s.reap()
 }
 
 // execute performs one write of a plan.
@@ -755,6 +770,9 @@ func (s *session) moveLogStart(ctx context.Context, srcLogStart int64) error {
 	target := max(srcLogStart, s.alignTo)
 	if target <= s.dstLogStart || target > s.next {
 		return nil
+	}
+	if err := s.flush(); err != nil { // the destination's high watermark must be at target
+		return err
 	}
 	if err := s.m.dst.DeleteRecords(ctx, s.cfg.Topic, s.cfg.Partition, target); err != nil {
 		return err
@@ -919,6 +937,17 @@ func (s *session) awaitOldest() error {
 	s.cfg.Observer.Mirrored(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition, p.end-p.expected, int64(len(p.batch)))
 	s.m.setProgress(func(pr *Progress) { pr.DestinationEnd = p.end })
 	s.uncheckedMarkers = 0 // sent after them: its offset confirms theirs
+	return nil
+}
+
+// reap checks the in-flight produces already answered, oldest first, without waiting: their
+// progress becomes visible while later ones are still in flight.
+func (s *session) reap() error {
+	for len(s.pending) > 0 && len(s.pending[0].done) > 0 {
+		if err := s.awaitOldest(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
