@@ -51,7 +51,7 @@ func newBench(r *runner, kind, bin string, o options) *bench {
 	b := &bench{r: r, o: o, kind: kind}
 	switch kind {
 	case "kafka":
-		b.src, b.dst = startKafka(r, o.kafkaVersion), startKafka(r, o.kafkaVersion)
+		b.src, b.dst = startKafka(r, o.kafkaVersion, o.kafkaBrokers), startKafka(r, o.kafkaVersion, o.kafkaBrokers)
 	case "kfake":
 		b.src, b.dst = startKfake(r), startKfake(r)
 	default:
@@ -106,8 +106,17 @@ func (b *bench) pause(topic string) {
 	b.waitState(topic, "PAUSED")
 }
 
+// replicas is the replication factor of the bench's topics: up to 3 of Apache Kafka's
+// brokers, as users run a destination (every produce then waits for its followers).
+func (b *bench) replicas() int16 {
+	if b.kind != "kafka" {
+		return 1
+	}
+	return int16(min(b.o.kafkaBrokers, 3))
+}
+
 func (b *bench) createTopic(adm *kadm.Client, topic string, partitions int, configs map[string]*string) {
-	resp, err := adm.CreateTopic(b.ctx(), int32(partitions), 1, configs, topic)
+	resp, err := adm.CreateTopic(b.ctx(), int32(partitions), b.replicas(), configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -367,7 +376,7 @@ func (b *bench) throughput(res *result) {
 
 		if b.kind == "kafka" && b.o.mm2 {
 			log.Printf("%s: MirrorMaker 2 %s", b.kind, topic)
-			stop := mirrorMaker(b.r, b.o.mm2Version, b.src, b.dst, topic, codec.name)
+			stop := mirrorMaker(b.r, b.o.mm2Version, b.src, b.dst, topic, codec.name, b.replicas())
 			t := b.watchCopy("src."+topic, want, nil)
 			stop()
 			res.set("mm2."+codec.name, mibPerSecond(payload, t))

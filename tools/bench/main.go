@@ -28,6 +28,7 @@ import (
 type options struct {
 	clusters       []string
 	kafkaVersion   string
+	kafkaBrokers   int
 	mm2Version     string
 	mm2            bool
 	mib            int
@@ -56,6 +57,7 @@ func main() {
 	var clusters string
 	flag.StringVar(&clusters, "clusters", "kafka,kfake", "cluster kinds to measure on, comma-separated: kafka (Apache Kafka brokers), kfake")
 	flag.StringVar(&o.kafkaVersion, "kafka-version", kafkatest.KafkaNewest, "Apache Kafka version of the source and destination brokers")
+	flag.IntVar(&o.kafkaBrokers, "kafka-brokers", 1, "brokers of each Apache Kafka cluster; the bench's topics, and so the mirrored ones, are replicated to up to 3 of them")
 	flag.BoolVar(&o.mm2, "mm2", true, "run MirrorMaker 2 (dedicated mode) as the peer baseline on Apache Kafka")
 	flag.StringVar(&o.mm2Version, "mm2-version", "4.0.0", "connect-mirror version (the newest Maven Central serves here)")
 	flag.IntVar(&o.mib, "mib", 64, "record payload per codec, MiB")

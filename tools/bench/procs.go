@@ -163,9 +163,9 @@ var kafkaServerJVM = []string{
 	"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15",
 }
 
-// startKafka starts a one-broker Apache Kafka cluster (its JVM is its own process).
-func startKafka(r *runner, version string) *cluster {
-	c, err := kafkatest.Start(kafkatest.Kafka(version), kafkatest.JVMOptions(kafkaServerJVM...))
+// startKafka starts an Apache Kafka cluster of brokers (each JVM its own process).
+func startKafka(r *runner, version string, brokers int) *cluster {
+	c, err := kafkatest.Start(kafkatest.Kafka(version), kafkatest.Brokers(brokers), kafkatest.JVMOptions(kafkaServerJVM...))
 	r.check(err, "starting Apache Kafka "+version)
 	r.Cleanup(c.Close)
 	return &cluster{addrs: c.Addrs()}
@@ -209,7 +209,7 @@ func cpuTime(pid int) (time.Duration, error) {
 // mirrorMaker runs MirrorMaker 2 in dedicated mode from src to dst for topic, re-producing
 // with codec ("zstd" or "none"); it writes the destination topic "src.<topic>". The returned
 // stop ends it.
-func mirrorMaker(r *runner, version string, src, dst *cluster, topic, codec string) (stop func()) {
+func mirrorMaker(r *runner, version string, src, dst *cluster, topic, codec string, replicas int16) (stop func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	libs, err := kafkatest.FetchMirrorMaker(ctx, version)
@@ -231,14 +231,12 @@ func mirrorMaker(r *runner, version string, src, dst *cluster, topic, codec stri
 		"sync.group.offsets.enabled = false",
 		"sync.topic.configs.enabled = false",
 		"sync.topic.acls.enabled = false",
-		"replication.factor = 1",
-		"checkpoints.topic.replication.factor = 1",
-		"heartbeats.topic.replication.factor = 1",
-		"offset-syncs.topic.replication.factor = 1",
-		"offset.storage.replication.factor = 1",
-		"status.storage.replication.factor = 1",
-		"config.storage.replication.factor = 1",
 	}, "\n") + "\n"
+	for _, key := range []string{"replication.factor", "checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
+		"offset-syncs.topic.replication.factor", "offset.storage.replication.factor", "status.storage.replication.factor",
+		"config.storage.replication.factor"} {
+		props += fmt.Sprintf("%s = %d\n", key, replicas)
+	}
 	file := filepath.Join(dir, "mm2.properties")
 	r.check(os.WriteFile(file, []byte(props), 0o644), "writing mm2.properties")
 	logFile, err := os.Create(filepath.Join(dir, "mm2.log"))
