@@ -85,6 +85,9 @@ func main() {
 		}
 	}
 	o.clusters = strings.Split(clusters, ",")
+	if o.kafkaBrokers < 1 {
+		log.Fatalf("-kafka-brokers must be at least 1, not %d", o.kafkaBrokers)
+	}
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 
 	bin, cleanup, err := buildWorker()
