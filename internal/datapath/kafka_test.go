@@ -327,6 +327,13 @@ func TestKafkaMirrorLogStartMoves(t *testing.T) {
 	})
 }
 
+func TestKafkaMirrorLogStartPastAnEndedTransaction(t *testing.T) {
+	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+		createBoth(t, src, dst, topic, 1, nil)
+		logStartPastEndedTransaction(t, src, dst, topic)
+	})
+}
+
 // Timestamps an hour old, a year old and 30 minutes ahead arrive unchanged.
 func TestKafkaMirrorOldAndFutureTimestamps(t *testing.T) {
 	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {

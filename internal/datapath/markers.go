@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 )
@@ -59,7 +60,7 @@ func (s *session) writeLoneMarkers(ctx context.Context, n int64, commit bool) (i
 		return 0, nil
 	}
 	if s.markers == nil {
-		if ok, err := s.m.dst.SupportsWriteTxnMarkers(ctx, s.dst.Leader); err != nil {
+		if ok, err := s.m.dst.Supports(ctx, s.dst.Leader, kmsg.WriteTxnMarkers); err != nil {
 			return 0, err
 		} else if !ok {
 			s.refuseMarkers(errNoWriteTxnMarkers)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
@@ -645,7 +647,11 @@ func (s *session) copyOnce(ctx context.Context) error {
 	for pid, t := range s.txns {
 		open[pid] = t.open
 	}
-	p := planFetch(planInput{next: s.next, alignTo: s.alignTo, open: open, maxSize: s.dstTopic.MaxMessageBytes, fetched: f})
+	continuing, err := s.continuingTxns(ctx, open)
+	if err != nil {
+		return err
+	}
+	p := planFetch(planInput{next: s.next, alignTo: s.alignTo, open: open, continuing: continuing, maxSize: s.dstTopic.MaxMessageBytes, fetched: f})
 	// Before the writes, whose answers may be lost while they land: the next session checks
 	// the lineage with the epoch of the newest batch the destination may hold. An older one
 	// ends where the next began, below the landed batches: a truncation that never was.
@@ -680,6 +686,29 @@ func (s *session) copyOnce(ctx context.Context) error {
 		return kafkareq.Sleep(ctx, p.retry)
 	}
 	return s.reap()
+}
+
+// continuingTxns returns, while the destination must move to a source log start above its
+// end with replayed transactions open, the source producers whose transaction is still open
+// at the source from below the destination end: their markers were not deleted with the
+// offsets below the log start, so their replayed transactions stay open. Nil when that is
+// not the case or the source cannot tell (DescribeProducers came in Kafka 2.8).
+func (s *session) continuingTxns(ctx context.Context, open map[int64]bool) (map[int64]bool, error) {
+	if s.alignTo <= s.next || !slices.Contains(slices.Collect(maps.Values(open)), true) {
+		return nil, nil
+	}
+	if ok, err := s.m.src.Supports(ctx, s.src.Leader, kmsg.DescribeProducers); err != nil || !ok {
+		return nil, err
+	}
+	began, err := s.m.src.OpenTransactions(ctx, s.cfg.Topic, s.cfg.Partition)
+	if err != nil {
+		return nil, err
+	}
+	continuing := map[int64]bool{}
+	for pid, at := range began {
+		continuing[pid] = at < s.next
+	}
+	return continuing, nil
 }
 
 // execute performs one write of a plan.

@@ -305,6 +305,78 @@ func TestMirrorSourceWithLogStartAhead(t *testing.T) {
 	run.stop(t)
 }
 
+func TestMirrorLogStartPastAnEndedTransaction(t *testing.T) {
+	src, dst := kafkatest.Pair(t)
+	createBoth(t, src, dst, "ended", 1, nil)
+	logStartPastEndedTransaction(t, src, dst, "ended")
+}
+
+// logStartPastEndedTransaction deletes, while the mirror is stopped, the source marker of one
+// of two transactions the destination has open, and nothing of the other (still open): the
+// destination has room for one abort marker below the new log start. The mirror must abort
+// the replayed transaction whose marker is gone and keep the other open, whichever producer id
+// sorts first, so no transaction stays open on the destination once the source ends the other.
+func logStartPastEndedTransaction(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+	ctx := context.Background()
+	plain := src.ManualProducer(t)
+	var apps [2]*kgo.Client
+	var pids [2]int64
+	for i := range apps {
+		apps[i] = src.ManualProducer(t, kgo.TransactionalID(fmt.Sprintf("%s-app-%d", topic, i)))
+		if err := apps[i].BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		kafkatest.ProduceSync(t, apps[i], kafkatest.Records(topic, 0, 2, fmt.Sprint("open", i))...)
+		pid, _, err := apps[i].ProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids[i] = pid
+	}
+	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 1, "plain")...)
+	run := startMirror(t, src, dst, topic, 1, true)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+	run.stop(t)
+
+	// The producer whose id sorts first goes on, the other's transaction ends.
+	goesOn, ends := apps[0], apps[1]
+	if pids[1] < pids[0] {
+		goesOn, ends = apps[1], apps[0]
+	}
+	end := func() int64 {
+		ends, err := src.Admin(t).ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := ends.Lookup(topic, 0)
+		return o.Offset
+	}
+	marker := end()
+	if err := ends.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.WaitUntil(t, 30*time.Second, "the commit marker to land", func() bool { return end() == marker+1 })
+	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 1, "past")...)
+	res, err := src.Admin(t).DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, At: marker + 1, LeaderEpoch: -1}}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	run = startMirror(t, src, dst, topic, 1, false)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+	kafkatest.ProduceSync(t, goesOn, kafkatest.Records(topic, 0, 2, "goes-on")...)
+	if err := goesOn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 1, "last")...)
+	waitStable(t, src, topic)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+	run.stop(t)
+}
+
 // advanceSource moves an empty source partition's log start to n with filler and
 // DeleteRecords, the way a long-lived topic with retention looks.
 func advanceSource(t *testing.T, c *kafkatest.Cluster, topic string, n int64) {

@@ -57,8 +57,12 @@ type planInput struct {
 	next    int64          // the destination end offset
 	alignTo int64          // a source log start the destination has not reached yet; 0 if none
 	open    map[int64]bool // source producer ids whose replayed transaction is open on the destination
-	maxSize int            // the destination topic's max.message.bytes; 0 if unknown
-	fetched kafkareq.Fetched
+	// continuing: with a pending log start, the source producer ids whose transaction is still
+	// open at the source from below next (so its marker was not deleted); nil when the source
+	// cannot tell.
+	continuing map[int64]bool
+	maxSize    int // the destination topic's max.message.bytes; 0 if unknown
+	fetched    kafkareq.Fetched
 }
 
 type plan struct {
@@ -74,11 +78,14 @@ const emptyAnswerRetry = 50 * time.Millisecond
 
 // planFetch decides the writes for one fetch answer, read from max(next, alignTo).
 func planFetch(in planInput) plan {
-	p := planner{plan: plan{next: in.next}, alignTo: in.alignTo, maxSize: in.maxSize, open: maps.Clone(in.open)}
+	p := planner{plan: plan{next: in.next}, alignTo: in.alignTo, maxSize: in.maxSize, open: maps.Clone(in.open), continuing: in.continuing}
 	if p.open == nil {
 		p.open = map[int64]bool{}
 	}
 	f := in.fetched
+	if in.alignTo > in.next {
+		p.endsFirst = endsFirst(f.Batches)
+	}
 	if len(f.Batches) == 0 {
 		// A tiered-storage read that did not finish in time answers NONE, the real high
 		// watermark and no records (DelayedRemoteFetch): those offsets are not known to be
@@ -99,9 +106,40 @@ func planFetch(in planInput) plan {
 
 type planner struct {
 	plan
-	alignTo int64
-	maxSize int
-	open    map[int64]bool
+	alignTo    int64
+	maxSize    int
+	open       map[int64]bool
+	continuing map[int64]bool
+	endsFirst  map[int64]bool // with a pending log start: producers whose first batch in the answer is a marker
+}
+
+// endsFirst returns the producers whose first batch among batches is a marker.
+func endsFirst(batches []recordbatch.Batch) map[int64]bool {
+	first := map[int64]bool{}
+	for _, b := range batches {
+		pid := b.ProducerID()
+		if _, seen := first[pid]; seen {
+			continue
+		}
+		kind, err := b.Kind()
+		first[pid] = err == nil && (kind == recordbatch.Commit || kind == recordbatch.Abort)
+	}
+	return first
+}
+
+// endedBelow returns the transactions open on the destination whose source marker may lie
+// below the pending log start, in the order they are aborted there: not one the source still
+// has open from below next, nor one whose marker comes first in the answer (it ends the
+// replayed transaction where the source has it; what the transaction wrote before is gone
+// on both sides).
+func (p *planner) endedBelow() []int64 {
+	var pids []int64
+	for _, pid := range slices.Sorted(maps.Keys(p.open)) {
+		if p.open[pid] && !p.continuing[pid] && !p.endsFirst[pid] {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func (p *planner) add(w write) {
@@ -117,18 +155,18 @@ func (p *planner) add(w write) {
 // lone abort markers from it on.
 //
 // Offsets below the pending log start were deleted at the source before they were copied,
-// and with them the markers of transactions replayed on the destination so far: those are
-// aborted first, inside the stretch that is deleted right after, so no transaction the
-// source ended stays open on the destination. A source transaction that goes on past the
-// log start is replayed anew from its next batch; what it wrote before is gone on both sides.
+// and with them maybe the markers of transactions replayed on the destination so far: those
+// are aborted first, inside the stretch that is deleted right after, so no transaction the
+// source ended stays open on the destination. Each such marker had an offset of its own in
+// the stretch, so there is room for them all; the transactions known to go on keep theirs
+// open. One that ended after the source log start moved, with its marker past this answer,
+// is aborted too (its data after the log start is replayed anew, its marker becomes a lone
+// one): only if those leave no room does a transaction whose marker was deleted stay open.
 func (p *planner) fill(to int64) {
 	if end := min(to, p.alignTo); p.next < end {
-		for _, pid := range slices.Sorted(maps.Keys(p.open)) {
+		for _, pid := range p.endedBelow() {
 			if p.next == end {
 				break
-			}
-			if !p.open[pid] {
-				continue
 			}
 			delete(p.open, pid)
 			p.add(write{kind: writeEndTxn, n: 1, pid: pid})

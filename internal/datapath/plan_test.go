@@ -61,11 +61,13 @@ func emptyBatch(base, last int64, attrs int16) recordbatch.Batch {
 	return raw
 }
 
-// describe renders a write as kind[ txn| commit| abort]@at+n.
+// describe renders a write as kind[ txn| commit| abort][ pid]@at+n (the pid of a transaction ended).
 func (w write) describe() string {
 	kind := w.kind.String()
 	switch {
-	case w.kind == writeEndTxn || w.kind == writeLoneMarker:
+	case w.kind == writeEndTxn:
+		kind += fmt.Sprintf(" %s %d", map[bool]string{true: "commit", false: "abort"}[w.commit], w.pid)
+	case w.kind == writeLoneMarker:
 		kind += map[bool]string{true: " commit", false: " abort"}[w.commit]
 	case w.txn:
 		kind += " txn"
@@ -77,16 +79,17 @@ func TestPlanFetch(t *testing.T) {
 	garbled := marker(t, 12, 7, true)
 	garbled[len(garbled)-1] ^= 0xff // the control record no longer parses
 	for _, tc := range []struct {
-		name    string
-		next    int64
-		alignTo int64
-		open    map[int64]bool
-		maxSize int
-		hw      int64
-		batches []recordbatch.Batch
-		want    []string
-		retry   time.Duration
-		err     string
+		name       string
+		next       int64
+		alignTo    int64
+		open       map[int64]bool
+		continuing map[int64]bool
+		maxSize    int
+		hw         int64
+		batches    []recordbatch.Batch
+		want       []string
+		retry      time.Duration
+		err        string
 	}{
 		{
 			name:    "contiguous batches are forwarded",
@@ -163,7 +166,7 @@ func TestPlanFetch(t *testing.T) {
 			alignTo: 20,
 			open:    map[int64]bool{9: true, 7: true, 3: false},
 			batches: []recordbatch.Batch{data(t, 20, 2)},
-			want:    []string{"end transaction abort@10+1", "end transaction abort@11+1", "filler@12+8", "forward@20+2"},
+			want:    []string{"end transaction abort 7@10+1", "end transaction abort 9@11+1", "filler@12+8", "forward@20+2"},
 		},
 		{
 			name:    "more transactions open than offsets below the source log start",
@@ -171,7 +174,40 @@ func TestPlanFetch(t *testing.T) {
 			alignTo: 11,
 			open:    map[int64]bool{9: true, 7: true},
 			batches: []recordbatch.Batch{txnData(t, 11, 2, 9)},
-			want:    []string{"end transaction abort@10+1", "forward txn@11+2"},
+			want:    []string{"end transaction abort 7@10+1", "forward txn@11+2"},
+		},
+		{
+			name:       "a transaction the source still has open keeps its replayed one open; the other's marker was deleted",
+			next:       10,
+			alignTo:    11,
+			open:       map[int64]bool{7: true, 9: true},
+			continuing: map[int64]bool{7: true},
+			batches:    []recordbatch.Batch{txnData(t, 11, 2, 7), marker(t, 13, 7, true)},
+			want:       []string{"end transaction abort 9@10+1", "forward txn@11+2", "end transaction commit 7@13+1"},
+		},
+		{
+			name:    "a marker first in the answer ends its replayed transaction there",
+			next:    10,
+			alignTo: 12,
+			open:    map[int64]bool{7: true, 9: true},
+			batches: []recordbatch.Batch{data(t, 12, 1), marker(t, 13, 7, false)},
+			want:    []string{"end transaction abort 9@10+1", "filler@11+1", "forward@12+1", "end transaction abort 7@13+1"},
+		},
+		{
+			name:    "a producer's data first in the answer: its transaction may have ended below, aborted there",
+			next:    10,
+			alignTo: 11,
+			open:    map[int64]bool{7: true},
+			batches: []recordbatch.Batch{txnData(t, 11, 1, 7), marker(t, 12, 7, true)},
+			want:    []string{"end transaction abort 7@10+1", "forward txn@11+1", "end transaction commit 7@12+1"},
+		},
+		{
+			name:       "no pending log start: the source's open transactions do not matter",
+			next:       10,
+			open:       map[int64]bool{7: true},
+			continuing: map[int64]bool{},
+			batches:    []recordbatch.Batch{data(t, 12, 1)},
+			want:       []string{"gap@10+2", "forward@12+1"},
 		},
 		{
 			name:    "transaction data right past the source log start opens its transaction after the filler",
@@ -179,7 +215,7 @@ func TestPlanFetch(t *testing.T) {
 			alignTo: 20,
 			open:    map[int64]bool{9: false},
 			batches: []recordbatch.Batch{txnData(t, 20, 2, 9), marker(t, 22, 9, true)},
-			want:    []string{"filler@10+10", "forward txn@20+2", "end transaction commit@22+1"},
+			want:    []string{"filler@10+10", "forward txn@20+2", "end transaction commit 9@22+1"},
 		},
 		{
 			name:    "a contiguous batch starting below the destination end",
@@ -219,19 +255,19 @@ func TestPlanFetch(t *testing.T) {
 		{
 			name:    "a transaction is replayed and its marker ends it; a marker of no open transaction is lone",
 			batches: []recordbatch.Batch{txnData(t, 0, 2, 7), data(t, 2, 1), marker(t, 3, 7, true), marker(t, 4, 8, false)},
-			want:    []string{"forward txn@0+2", "forward@2+1", "end transaction commit@3+1", "lone marker abort@4+1"},
+			want:    []string{"forward txn@0+2", "forward@2+1", "end transaction commit 7@3+1", "lone marker abort@4+1"},
 		},
 		{
 			name:    "a transaction an earlier session opened",
 			next:    3,
 			open:    map[int64]bool{7: true, 8: false},
 			batches: []recordbatch.Batch{marker(t, 3, 7, false), marker(t, 4, 8, true)},
-			want:    []string{"end transaction abort@3+1", "lone marker commit@4+1"},
+			want:    []string{"end transaction abort 7@3+1", "lone marker commit@4+1"},
 		},
 		{
 			name:    "a compacted transactional batch",
 			batches: []recordbatch.Batch{holed(t, 0, 5, 0, 7, recordbatch.AttrTransactional, 1, 2, 4), marker(t, 6, 7, true)},
-			want:    []string{"gap@0+1", "run txn@1+2", "gap@3+1", "run txn@4+1", "gap@5+1", "end transaction commit@6+1"},
+			want:    []string{"gap@0+1", "run txn@1+2", "gap@3+1", "run txn@4+1", "gap@5+1", "end transaction commit 7@6+1"},
 		},
 		{
 			name:    "a batch larger than the destination's max.message.bytes fails after the writes before it",
@@ -257,7 +293,7 @@ func TestPlanFetch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			open := maps.Clone(tc.open)
-			p := planFetch(planInput{next: tc.next, alignTo: tc.alignTo, open: tc.open, maxSize: tc.maxSize,
+			p := planFetch(planInput{next: tc.next, alignTo: tc.alignTo, open: tc.open, continuing: tc.continuing, maxSize: tc.maxSize,
 				fetched: kafkareq.Fetched{Batches: tc.batches, HighWatermark: tc.hw}})
 			var got []string
 			end := tc.next

@@ -738,9 +738,9 @@ func (c Cluster) WriteMarkers(ctx context.Context, leader int32, runs []MarkerRu
 	return errs
 }
 
-// SupportsWriteTxnMarkers asks the cluster whether broker answers WriteTxnMarkers (v0 was
-// removed in Kafka 4.0; kgo picks the version).
-func (c Cluster) SupportsWriteTxnMarkers(ctx context.Context, broker int32) (bool, error) {
+// Supports asks the cluster whether broker answers requests of key at all (kgo picks the
+// version; WriteTxnMarkers v0 was removed in Kafka 4.0, DescribeProducers came in 2.8).
+func (c Cluster) Supports(ctx context.Context, broker int32, key kmsg.Key) (bool, error) {
 	versions, err := c.Admin.ApiVersions(ctx)
 	if err != nil {
 		return false, err
@@ -752,6 +752,29 @@ func (c Cluster) SupportsWriteTxnMarkers(ctx context.Context, broker int32) (boo
 	if v.Err != nil {
 		return false, v.Err
 	}
-	_, ok = v.KeyMaxVersion(int16(kmsg.WriteTxnMarkers))
+	_, ok = v.KeyMaxVersion(int16(key))
 	return ok, nil
+}
+
+// OpenTransactions returns the producers with a transaction open on a partition, with the
+// offset where each began (DescribeProducers, asked of the partition leader).
+func (c Cluster) OpenTransactions(ctx context.Context, topic string, partition int32) (map[int64]int64, error) {
+	described, err := c.Admin.DescribeProducers(ctx, kadm.TopicsSet{topic: {partition: {}}})
+	if err != nil {
+		return nil, mirrorerr.WrapAuth(c.Name, "describe producers of "+topic, err)
+	}
+	p, ok := described[topic].Partitions[partition]
+	if !ok {
+		return nil, fmt.Errorf("%s describe producers of %s[%d]: no answer", c.Name, topic, partition)
+	}
+	if p.Err != nil {
+		return nil, fmt.Errorf("%s describe producers of %s[%d]: %w", c.Name, topic, partition, p.Err)
+	}
+	open := map[int64]int64{}
+	for _, ap := range p.ActiveProducers {
+		if ap.CurrentTxnStartOffset >= 0 {
+			open[ap.ProducerID] = ap.CurrentTxnStartOffset
+		}
+	}
+	return open, nil
 }
