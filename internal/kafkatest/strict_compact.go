@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"maps"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -39,20 +39,32 @@ import (
 // kfake also drops a transaction marker as soon as its producer has no data left in the
 // log; Apache Kafka keeps a marker until delete.retention.ms (24 hours by default) after
 // the round that found its transaction's data gone (LogCleaner, the delete horizon). The
-// Cleaner keeps such markers and puts them back into fetch answers.
+// Cleaner keeps such markers and puts them back into fetch answers. When kfake moved the log
+// start past markers it dropped (they were the first batches it would have kept), the
+// Cleaner keeps Apache Kafka's log start at the first of them: in ListOffsets answers for the
+// earliest offset (a request that asks only for that), in fetch answers, for fetches from
+// there, and for a DeleteRecords below kfake's log start, which moves it.
 type Cleaner struct {
 	c *Cluster
 
 	mu      sync.Mutex
 	kept    map[cleanedPartition]map[int64]keptBatch // by base offset
 	markers map[cleanedPartition]map[int64][]byte    // markers kfake dropped, as stored, by offset
+	starts  map[cleanedPartition]keptStart           // log starts kept below kfake's
 	ids     map[string][16]byte                      // compacted topics' ids, for fetches by name
 	clients map[int16]*kgo.Client                    // the Cleaner's own fetches, by version
+	lister  *kgo.Client                              // the Cleaner's own ListOffsets
 }
 
 type cleanedPartition struct {
 	topic     [16]byte
 	partition int32
+}
+
+// keptStart is Apache Kafka's log start, at, below kfake's, which kfake moved past markers it
+// dropped.
+type keptStart struct {
+	at, kfake int64
 }
 
 // keptBatch is what Apache Kafka keeps of a batch kfake rebuilt.
@@ -76,15 +88,21 @@ func NewCleaner(t TB, c *Cluster) *Cleaner {
 		t.Fatalf("kafkatest.NewCleaner: %s is a real Kafka cluster; its own log cleaner compacts", c.id)
 		return nil
 	}
-	k := &Cleaner{c: c, kept: map[cleanedPartition]map[int64]keptBatch{}, markers: map[cleanedPartition]map[int64][]byte{}, ids: map[string][16]byte{}, clients: map[int16]*kgo.Client{}}
+	k := &Cleaner{c: c, kept: map[cleanedPartition]map[int64]keptBatch{}, markers: map[cleanedPartition]map[int64][]byte{},
+		starts: map[cleanedPartition]keptStart{}, ids: map[string][16]byte{}, clients: map[int16]*kgo.Client{}}
 	t.Cleanup(func() {
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		for _, cl := range k.clients {
 			cl.Close()
 		}
+		if k.lister != nil {
+			k.lister.Close()
+		}
 	})
 	c.fake.ControlKey(int16(kmsg.Fetch), k.fetch)
+	c.fake.ControlKey(int16(kmsg.ListOffsets), k.listOffsets)
+	c.fake.ControlKey(int16(kmsg.DeleteRecords), k.deleteRecords)
 	return k
 }
 
@@ -117,21 +135,30 @@ func (k *Cleaner) Clean(t TB) {
 		t.Fatalf("kafkatest.Cleaner: %v", err)
 		return
 	}
+	// The log starts kept below kfake's are worked out anew below; meanwhile readers, the
+	// Cleaner's own included, see kfake's.
+	k.mu.Lock()
+	clear(k.starts)
+	k.mu.Unlock()
 	k.c.fake.Compact()
 	// kfake moves a partition's log start to the base of the first batch it keeps, which
 	// lies below the log start when DeleteRecords had moved it into that batch; Apache
 	// Kafka's log start never moves back.
 	back := kadm.Offsets{}
-	startsAfter, err := adm.ListStartOffsets(ctx, names...)
-	if err != nil {
-		t.Fatalf("kafkatest.Cleaner: %v", err)
-		return
-	}
-	startsBefore.Each(func(o kadm.ListedOffset) {
-		if a, ok := startsAfter.Lookup(o.Topic, o.Partition); ok && a.Offset < o.Offset {
-			back.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1})
+	startsAfter := map[cleanedPartition]int64{} // kfake's
+	for topic, m := range topics {
+		for p := range m.leaders {
+			info := k.c.fake.PartitionInfo(topic, p)
+			if info == nil {
+				t.Fatalf("kafkatest.Cleaner: %s/%d is gone", topic, p)
+				return
+			}
+			startsAfter[cleanedPartition{m.id, p}] = info.LogStartOffset
+			if b, ok := startsBefore.Lookup(topic, p); ok && info.LogStartOffset < b.Offset {
+				back.Add(kadm.Offset{Topic: topic, Partition: p, At: b.Offset, LeaderEpoch: -1})
+			}
 		}
-	})
+	}
 	if len(back) > 0 {
 		res, err := adm.DeleteRecords(ctx, back)
 		if err == nil {
@@ -150,19 +177,31 @@ func (k *Cleaner) Clean(t TB) {
 				return
 			}
 			tp := cleanedPartition{m.id, p}
-			start, _ := startsAfter.Lookup(topic, p)
-			if s, ok := startsBefore.Lookup(topic, p); ok && s.Offset > start.Offset {
-				start = s // restored above
+			start, kfakeStart := startsAfter[tp], startsAfter[tp]
+			if s, ok := startsBefore.Lookup(topic, p); ok {
+				start = s.Offset                    // Apache Kafka's, before: what it keeps lies at or above it
+				kfakeStart = max(kfakeStart, start) // restored above
 			}
 			k.mu.Lock()
 			k.ids[topic] = m.id
 			for base, raw := range controls[tp] {
-				if _, ok := after[base]; !ok && base >= start.Offset {
+				if _, ok := after[base]; !ok && base >= start {
 					if k.markers[tp] == nil {
 						k.markers[tp] = map[int64][]byte{}
 					}
 					k.markers[tp][base] = raw
 				}
+			}
+			// Apache Kafka's log start is the first batch it keeps: a marker kfake dropped
+			// below its own log start, if any.
+			at := kfakeStart
+			for base := range k.markers[tp] {
+				if base >= start {
+					at = min(at, base)
+				}
+			}
+			if at < kfakeStart {
+				k.starts[tp] = keptStart{at: at, kfake: kfakeStart}
 			}
 			for base, a := range after {
 				if b, ok := before[tp][base]; ok && a.records != b.records {
@@ -213,7 +252,7 @@ func (k *Cleaner) fetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	k.c.fake.KeepControl()
 	req := kreq.(*kmsg.FetchRequest)
 	k.mu.Lock()
-	idle := len(k.kept) == 0 && len(k.markers) == 0
+	idle := len(k.kept) == 0 && len(k.markers) == 0 && len(k.starts) == 0
 	k.mu.Unlock()
 	if idle || req.Version < 11 || req.Rack == cleanerRack {
 		return nil, nil, false
@@ -223,19 +262,24 @@ func (k *Cleaner) fetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		return resp, nil, true
 	}
 	node := k.c.fake.CurrentNode()
-	var resp *kmsg.FetchResponse
-	var err error
-	// The control must not block kfake's loop: the request sleeps while the Cleaner's own
-	// fetch is answered.
-	k.c.fake.SleepControl(func() { resp, err = k.refetch(node, req) })
-	if err == nil && resp == nil {
-		err = errors.New("the cluster closed before the Cleaner's fetch was answered")
-	}
+	resp, err := asleep(k.c.fake, "fetch", func() (*kmsg.FetchResponse, error) { return k.refetch(node, req) })
 	if err != nil {
 		return nil, fmt.Errorf("kafkatest.Cleaner: %w", err), true // the client reconnects and asks again
 	}
 	k.restore(req, resp)
 	return resp, nil, true
+}
+
+// asleep returns what ask answers, asked while the control's request sleeps: a control must
+// not block kfake's loop, which answers the Cleaner's own request.
+func asleep[R comparable](fake *kfake.Cluster, what string, ask func() (R, error)) (R, error) {
+	var r, none R
+	var err error
+	fake.SleepControl(func() { r, err = ask() })
+	if err == nil && r == none {
+		err = fmt.Errorf("the cluster closed before the Cleaner's %s was answered", what)
+	}
+	return r, err
 }
 
 func (k *Cleaner) refetch(node int32, req *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
@@ -245,6 +289,22 @@ func (k *Cleaner) refetch(node int32, req *kmsg.FetchRequest) (*kmsg.FetchRespon
 	}
 	own := *req
 	own.Rack = cleanerRack
+	// kfake answers a fetch below its log start OFFSET_OUT_OF_RANGE: one from a log start
+	// kept below it reads from kfake's, and restore puts the markers before it back.
+	own.Topics = slices.Clone(req.Topics)
+	k.mu.Lock()
+	for i := range own.Topics {
+		rt := &own.Topics[i]
+		id := k.topicID(req.Version, rt.TopicID, rt.Topic)
+		rt.Partitions = slices.Clone(rt.Partitions)
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			if ks, ok := k.starts[cleanedPartition{id, rp.Partition}]; ok && rp.FetchOffset >= ks.at && rp.FetchOffset < ks.kfake {
+				rp.FetchOffset = ks.kfake
+			}
+		}
+	}
+	k.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+time.Duration(req.MaxWaitMillis)*time.Millisecond)
 	defer cancel()
 	kresp, err := cl.Broker(int(node)).Request(ctx, &own)
@@ -279,23 +339,20 @@ func (k *Cleaner) restore(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
 	defer k.mu.Unlock()
 	fetchOffsets := map[cleanedPartition]int64{}
 	for _, rt := range req.Topics {
-		id := rt.TopicID
-		if req.Version < 13 {
-			id = k.ids[rt.Topic]
-		}
+		id := k.topicID(req.Version, rt.TopicID, rt.Topic)
 		for _, rp := range rt.Partitions {
 			fetchOffsets[cleanedPartition{id, rp.Partition}] = rp.FetchOffset
 		}
 	}
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
-		id := rt.TopicID
-		if req.Version < 13 {
-			id = k.ids[rt.Topic]
-		}
+		id := k.topicID(req.Version, rt.TopicID, rt.Topic)
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			tp := cleanedPartition{id, rp.Partition}
+			if ks, ok := k.starts[tp]; ok && ks.at < rp.LogStartOffset {
+				rp.LogStartOffset = ks.at
+			}
 			if kept := k.kept[tp]; kept != nil {
 				rp.RecordBatches = restoreBatches(rp.RecordBatches, kept)
 			}
@@ -304,6 +361,128 @@ func (k *Cleaner) restore(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
 			}
 		}
 	}
+}
+
+// topicID is the id of a topic a request names by id (Fetch v13+) or by name.
+func (k *Cleaner) topicID(version int16, id [16]byte, name string) [16]byte {
+	if version < 13 {
+		return k.ids[name]
+	}
+	return id
+}
+
+// listOffsets answers a request for earliest offsets only with the log starts kept below
+// kfake's; every other ListOffsets, and the Cleaner's own (the debugging replica id, which
+// kfake answers on any broker), go to kfake.
+func (k *Cleaner) listOffsets(kreq kmsg.Request) (kmsg.Response, error, bool) {
+	k.c.fake.KeepControl()
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	if req.ReplicaID == debugReplica {
+		return nil, nil, false
+	}
+	kept := false
+	k.mu.Lock()
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.Timestamp != earliestOffset {
+				k.mu.Unlock()
+				return nil, nil, false
+			}
+			_, ok := k.starts[cleanedPartition{k.ids[rt.Topic], rp.Partition}]
+			kept = kept || ok
+		}
+	}
+	k.mu.Unlock()
+	if !kept {
+		return nil, nil, false
+	}
+	node := k.c.fake.CurrentNode()
+	resp, err := asleep(k.c.fake, "ListOffsets", func() (*kmsg.ListOffsetsResponse, error) { return k.listOwn(node, req) })
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest.Cleaner: %w", err), true
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			if ks, ok := k.starts[cleanedPartition{k.ids[rt.Topic], rp.Partition}]; ok && rp.ErrorCode == 0 && ks.at < rp.Offset {
+				rp.Offset = ks.at
+			}
+		}
+	}
+	return resp, nil, true
+}
+
+// ListOffsets: the earliest offset, and the replica id kfake answers as a debugging tool.
+const (
+	earliestOffset = -2
+	debugReplica   = -2
+)
+
+// listOwn sends req as the debugging replica on a client no reader shares: the request it
+// answers sleeps on its own connection meanwhile.
+func (k *Cleaner) listOwn(node int32, req *kmsg.ListOffsetsRequest) (*kmsg.ListOffsetsResponse, error) {
+	k.mu.Lock()
+	cl := k.lister
+	if cl == nil {
+		var err error
+		if cl, err = kgo.NewClient(k.c.ClientOpts()...); err != nil {
+			k.mu.Unlock()
+			return nil, err
+		}
+		k.lister = cl
+	}
+	k.mu.Unlock()
+	own := *req
+	own.ReplicaID = debugReplica
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kresp, err := cl.Broker(int(node)).Request(ctx, &own)
+	if err != nil {
+		return nil, err
+	}
+	return kresp.(*kmsg.ListOffsetsResponse), nil
+}
+
+// deleteRecords moves a log start kept below kfake's, which kfake refuses to move below its
+// own (OFFSET_OUT_OF_RANGE; Apache Kafka moves it, or leaves a log start already past the
+// offset): a request only for such offsets is answered here. One at or past kfake's log
+// start ends the kept one, and kfake answers it.
+func (k *Cleaner) deleteRecords(kreq kmsg.Request) (kmsg.Response, error, bool) {
+	k.c.fake.KeepControl()
+	req := kreq.(*kmsg.DeleteRecordsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	below := true // every offset of the request lies below kfake's log start
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, rt := range req.Topics {
+		st := kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			tp := cleanedPartition{k.ids[rt.Topic], rp.Partition}
+			ks, ok := k.starts[tp]
+			switch {
+			case !ok:
+				below = false
+			case rp.Offset < 0 || rp.Offset >= ks.kfake: // -1: the high watermark
+				delete(k.starts, tp)
+				below = false
+			default:
+				ks.at = max(ks.at, rp.Offset)
+				k.starts[tp] = ks
+			}
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition, sp.LowWatermark = rp.Partition, ks.at
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if !below {
+		return nil, nil, false
+	}
+	return resp, nil, true
 }
 
 // restoreMarkers puts the markers from offset from on back among the batches of a fetch

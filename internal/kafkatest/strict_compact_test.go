@@ -138,18 +138,24 @@ func TestStrictCleanerEveryCodec(t *testing.T) {
 	}
 }
 
+// cleanerCase is a kfake cluster with a topic "c" of configs, and what compacts it: the
+// Cleaner, or kfake's own compaction.
+func cleanerCase(t *testing.T, cleaner bool, configs map[string]*string) (*Cluster, *kgo.Client, func()) {
+	c := New(t)
+	c.CreateTopic(t, "c", 1, configs)
+	if cleaner {
+		k := NewCleaner(t, c)
+		return c, c.Client(t), func() { k.Clean(t) }
+	}
+	return c, c.Client(t), c.Fake().Compact
+}
+
 // A marker whose producer has no data left stays, as in Apache Kafka until delete.retention.ms;
 // kfake alone drops it.
 func TestStrictCleanerKeepsMarkers(t *testing.T) {
 	for _, cleaner := range []bool{false, true} {
-		c := New(t)
-		c.CreateTopic(t, "c", 1, compactConfig)
+		c, cl, clean := cleanerCase(t, cleaner, compactConfig)
 		ctx := testCtx(t)
-		cl := c.Client(t)
-		var k *Cleaner
-		if cleaner {
-			k = NewCleaner(t, c)
-		}
 		now := time.Now().UnixMilli() // older records would fall to retention
 		mustProduce(t, cl, "c", 0, kv("z", "0", now))
 		txp := c.Client(t, kgo.TransactionalID("aborts"), kgo.DefaultProduceTopic("c"))
@@ -157,11 +163,7 @@ func TestStrictCleanerKeepsMarkers(t *testing.T) {
 		waitOffsets(t, cl, "c", 0, offsets{0, 3, 3})
 		mustProduce(t, cl, "c", 0, kv("b", "1", now))
 		mustProduce(t, cl, "c", 0, kv("b", "2", now))
-		if cleaner {
-			k.Clean(t)
-		} else {
-			c.Fake().Compact()
-		}
+		clean()
 		want := "d..dd" // kfake: the aborted data and its marker are gone
 		if cleaner {
 			want = "d.Ldd" // the marker stays; with its data gone it closes nothing
@@ -169,5 +171,66 @@ func TestStrictCleanerKeepsMarkers(t *testing.T) {
 		if got := layout(readLog(t, cl, "c", 0)); got != want {
 			t.Fatalf("cleaner %v: log %q, want %q", cleaner, got, want)
 		}
+	}
+}
+
+// kfake drops an aborted transaction's marker once its data is gone and, when that leaves the
+// marker first, moves the log start past it; Apache Kafka keeps the marker, and so the log
+// start, until delete.retention.ms. The Cleaner keeps the log start at the marker for every
+// reader until a DeleteRecords moves it.
+func TestStrictCleanerKeepsTheLogStartAtAMarker(t *testing.T) {
+	for _, cleaner := range []bool{false, true} {
+		// Apache Kafka refuses DeleteRecords unless the policy has delete.
+		c, cl, clean := cleanerCase(t, cleaner, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact,delete")})
+		ctx := testCtx(t)
+		now := time.Now().UnixMilli() // older records would fall to retention
+		txp := c.Client(t, kgo.TransactionalID("aborts"), kgo.DefaultProduceTopic("c"))
+		transaction(ctx, t, txp, kgo.TryAbort, &kgo.Record{Key: []byte("a"), Value: []byte("x")})
+		waitOffsets(t, cl, "c", 0, offsets{0, 2, 2})
+		for i := range 3 { // 2, 3 and 4, the active batch, which is never cleaned
+			mustProduce(t, cl, "c", 0, kv("b", fmt.Sprint(i), now))
+		}
+		clean()
+		l := readLog(t, cl, "c", 0)
+		start, want := int64(3), "dd" // kfake: the marker is gone, the log starts after it
+		if cleaner {
+			start, want = 1, "L.dd"
+		}
+		if got := layout(l); l.logStart != start || got != want {
+			t.Fatalf("cleaner %v: log start %d, log %q; want %d, %q", cleaner, l.logStart, got, start, want)
+		}
+		if !cleaner {
+			continue
+		}
+		if got := consumed(t, c, "c", 2); !slices.Equal(got, []string{"3:b", "4:b"}) {
+			t.Fatalf("consumer read %v", got)
+		}
+		for _, at := range []int64{2, 3} { // below kfake's log start, then at it
+			deleteRecords(t, cl, "c", 0, at)
+			if got := readLog(t, cl, "c", 0).logStart; got != at {
+				t.Fatalf("after DeleteRecords(%d) the log starts at %d", at, got)
+			}
+		}
+	}
+}
+
+// A DeleteRecords below the log start succeeds and leaves the log start where it is: what the
+// Cleaner answers for a log start it keeps below kfake's, which refuses it.
+func TestKafkaDeleteRecordsBelowTheLogStart(t *testing.T) {
+	for _, v := range KafkaVersions() {
+		t.Run(v, func(t *testing.T) {
+			c := Shared(t, "kafka-"+v, Kafka(v))
+			Tally(t, c.Broker())
+			c.CreateTopic(t, "below", 1, nil)
+			cl := c.Client(t)
+			for i := range 3 {
+				mustProduce(t, cl, "below", 0, kv("k", fmt.Sprint(i), time.Now().UnixMilli()))
+			}
+			deleteRecords(t, cl, "below", 0, 2)
+			deleteRecords(t, cl, "below", 0, 1)
+			if got := partitionOffsets(t, cl, "below", 0); got.start != 2 {
+				t.Fatalf("offsets %+v after DeleteRecords(2) and DeleteRecords(1), want the log start at 2", got)
+			}
+		})
 	}
 }
