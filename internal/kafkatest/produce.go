@@ -113,7 +113,7 @@ func (c *Cluster) RawBatches(t TB, topic string, partition int32) [][]byte {
 	}
 	var out [][]byte
 	for at := start; at < end; {
-		raw, err := fetchRaw(ctx, br, topic, meta.id, partition, at)
+		raw, err := asClient.fetchRaw(ctx, br, topic, meta.id, partition, at)
 		if err != nil {
 			t.Fatalf("raw batches of %s[%d] at %d: %v", topic, partition, at, err)
 		}

@@ -106,9 +106,22 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 	return topicMeta{}, nil
 }
 
+// reader is who reads a log raw: a client, as the comparator and tests do, or the Cleaner,
+// which reads kfake's own log while it cleans.
+type reader struct {
+	rack    string // of its fetches: the Cleaner's controls know their own by it
+	replica int32  // of its ListOffsets: -1 a client, -2 (kfake's debugging id) the Cleaner
+}
+
+var asClient = reader{rack: readerRack, replica: -1}
+
 func listOffset(ctx context.Context, br *kgo.Broker, topic string, partition int32, ts int64, isolation int8) (int64, error) {
+	return asClient.listOffset(ctx, br, topic, partition, ts, isolation)
+}
+
+func (r reader) listOffset(ctx context.Context, br *kgo.Broker, topic string, partition int32, ts int64, isolation int8) (int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
+	req.ReplicaID = r.replica
 	req.IsolationLevel = isolation
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
@@ -136,7 +149,7 @@ func listOffset(ctx context.Context, br *kgo.Broker, topic string, partition int
 	return 0, fmt.Errorf("ListOffsets answered without partition %d", partition)
 }
 
-func fetchRaw(ctx context.Context, br *kgo.Broker, topic string, id [16]byte, partition int32, offset int64) ([]byte, error) {
+func (r reader) fetchRaw(ctx context.Context, br *kgo.Broker, topic string, id [16]byte, partition int32, offset int64) ([]byte, error) {
 	const maxBytes = 32 << 20
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis = 0
@@ -144,7 +157,7 @@ func fetchRaw(ctx context.Context, br *kgo.Broker, topic string, id [16]byte, pa
 	req.MaxBytes = maxBytes
 	req.IsolationLevel = 0 // read_uncommitted: everything up to the high watermark
 	req.SessionEpoch = -1
-	req.Rack = readerRack
+	req.Rack = r.rack
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = topic
 	rt.TopicID = id
@@ -180,6 +193,10 @@ func fetchRaw(ctx context.Context, br *kgo.Broker, topic string, id [16]byte, pa
 // readPartition reads one partition from its log start to its high
 // watermark, raw.
 func readPartition(ctx context.Context, cl *kgo.Client, topic string, meta topicMeta, partition int32) (*partLog, error) {
+	return asClient.readPartition(ctx, cl, topic, meta, partition)
+}
+
+func (r reader) readPartition(ctx context.Context, cl *kgo.Client, topic string, meta topicMeta, partition int32) (*partLog, error) {
 	leader, ok := meta.leaders[partition]
 	if !ok {
 		return nil, fmt.Errorf("no partition %d", partition)
@@ -189,19 +206,19 @@ func readPartition(ctx context.Context, cl *kgo.Client, topic string, meta topic
 		l   partLog
 		err error
 	)
-	if l.logStart, err = listOffset(ctx, br, topic, partition, -2, 0); err != nil {
+	if l.logStart, err = r.listOffset(ctx, br, topic, partition, -2, 0); err != nil {
 		return nil, fmt.Errorf("log start offset: %w", err)
 	}
-	if l.hw, err = listOffset(ctx, br, topic, partition, -1, 0); err != nil {
+	if l.hw, err = r.listOffset(ctx, br, topic, partition, -1, 0); err != nil {
 		return nil, fmt.Errorf("high watermark: %w", err)
 	}
-	if l.lso, err = listOffset(ctx, br, topic, partition, -1, 1); err != nil {
+	if l.lso, err = r.listOffset(ctx, br, topic, partition, -1, 1); err != nil {
 		return nil, fmt.Errorf("last stable offset: %w", err)
 	}
 
 	next := l.logStart
 	for next < l.hw {
-		raw, err := fetchRaw(ctx, br, topic, meta.id, partition, next)
+		raw, err := r.fetchRaw(ctx, br, topic, meta.id, partition, next)
 		if err != nil {
 			return nil, fmt.Errorf("fetch at offset %d: %w", next, err)
 		}

@@ -43,7 +43,9 @@ import (
 // start past markers it dropped (they were the first batches it would have kept), the
 // Cleaner keeps Apache Kafka's log start at the first of them: in ListOffsets answers for the
 // earliest offset (a request that asks only for that), in fetch answers, for fetches from
-// there, and for a DeleteRecords below kfake's log start, which moves it.
+// there, and for a DeleteRecords below kfake's log start, which moves it. While it cleans,
+// other readers wait, so none sees a log start kfake moved before the Cleaner kept it (a
+// mirror would copy it to its destination).
 type Cleaner struct {
 	c *Cluster
 
@@ -54,6 +56,31 @@ type Cleaner struct {
 	ids     map[string][16]byte                      // compacted topics' ids, for fetches by name
 	clients map[int16]*kgo.Client                    // the Cleaner's own fetches, by version
 	lister  *kgo.Client                              // the Cleaner's own ListOffsets
+	// cleaning is closed when the Clean under way is done; nil between Cleans. Meanwhile
+	// other readers wait: kfake's log starts may have moved and the kept ones are not
+	// worked out yet.
+	cleaning chan struct{}
+}
+
+// asCleaner reads kfake's own log, past the Cleaner's controls.
+var asCleaner = reader{rack: cleanerRack, replica: debugReplica}
+
+// cleanWait bounds a reader's wait for a Clean.
+const cleanWait = 30 * time.Second
+
+// awaitClean has the control's request sleep until the Clean under way, if any, is done.
+func (k *Cleaner) awaitClean() {
+	k.mu.Lock()
+	done := k.cleaning
+	k.mu.Unlock()
+	if done != nil {
+		k.c.fake.SleepControl(func() {
+			select {
+			case <-done:
+			case <-time.After(cleanWait):
+			}
+		})
+	}
 }
 
 type cleanedPartition struct {
@@ -122,7 +149,7 @@ func (k *Cleaner) Clean(t TB) {
 	for topic, m := range topics {
 		for p := range m.leaders {
 			tp := cleanedPartition{m.id, p}
-			if before[tp], controls[tp], err = k.batches(ctx, topic, m, p); err != nil {
+			if before[tp], controls[tp], err = k.batches(ctx, asClient, topic, m, p); err != nil {
 				t.Fatalf("kafkatest.Cleaner: %v", err)
 				return
 			}
@@ -135,11 +162,15 @@ func (k *Cleaner) Clean(t TB) {
 		t.Fatalf("kafkatest.Cleaner: %v", err)
 		return
 	}
-	// The log starts kept below kfake's are worked out anew below; meanwhile readers, the
-	// Cleaner's own included, see kfake's.
 	k.mu.Lock()
-	clear(k.starts)
+	k.cleaning = make(chan struct{})
 	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		close(k.cleaning)
+		k.cleaning = nil
+		k.mu.Unlock()
+	}()
 	k.c.fake.Compact()
 	// kfake moves a partition's log start to the base of the first batch it keeps, which
 	// lies below the log start when DeleteRecords had moved it into that batch; Apache
@@ -153,9 +184,13 @@ func (k *Cleaner) Clean(t TB) {
 				t.Fatalf("kafkatest.Cleaner: %s/%d is gone", topic, p)
 				return
 			}
-			startsAfter[cleanedPartition{m.id, p}] = info.LogStartOffset
+			tp := cleanedPartition{m.id, p}
+			startsAfter[tp] = info.LogStartOffset
 			if b, ok := startsBefore.Lookup(topic, p); ok && info.LogStartOffset < b.Offset {
 				back.Add(kadm.Offset{Topic: topic, Partition: p, At: b.Offset, LeaderEpoch: -1})
+				k.mu.Lock()
+				delete(k.starts, tp) // kfake's log start moves to Apache Kafka's
+				k.mu.Unlock()
 			}
 		}
 	}
@@ -171,7 +206,7 @@ func (k *Cleaner) Clean(t TB) {
 	}
 	for topic, m := range topics {
 		for p := range m.leaders {
-			after, _, err := k.batches(ctx, topic, m, p)
+			after, _, err := k.batches(ctx, asCleaner, topic, m, p)
 			if err != nil {
 				t.Fatalf("kafkatest.Cleaner: %v", err)
 				return
@@ -202,6 +237,8 @@ func (k *Cleaner) Clean(t TB) {
 			}
 			if at < kfakeStart {
 				k.starts[tp] = keptStart{at: at, kfake: kfakeStart}
+			} else {
+				delete(k.starts, tp)
 			}
 			for base, a := range after {
 				if b, ok := before[tp][base]; ok && a.records != b.records {
@@ -233,10 +270,10 @@ func (k *Cleaner) compactedTopics(ctx context.Context) (map[string]topicMeta, er
 	return out, nil
 }
 
-// batches reads a partition's batches by base offset, and its control batches as stored,
-// through the Cleaner like any reader.
-func (k *Cleaner) batches(ctx context.Context, topic string, m topicMeta, partition int32) (map[int64]batchSpan, map[int64][]byte, error) {
-	l, err := readPartition(ctx, k.c.internal, topic, m, partition)
+// batches reads a partition's batches by base offset, and its control batches as stored:
+// through the Cleaner like any client, or kfake's own.
+func (k *Cleaner) batches(ctx context.Context, as reader, topic string, m topicMeta, partition int32) (map[int64]batchSpan, map[int64][]byte, error) {
+	l, err := as.readPartition(ctx, k.c.internal, topic, m, partition)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s/%d: %w", topic, partition, err)
 	}
@@ -251,6 +288,9 @@ func (k *Cleaner) batches(ctx context.Context, topic string, m topicMeta, partit
 func (k *Cleaner) fetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	k.c.fake.KeepControl()
 	req := kreq.(*kmsg.FetchRequest)
+	if req.Rack != cleanerRack {
+		k.awaitClean()
+	}
 	k.mu.Lock()
 	idle := len(k.kept) == 0 && len(k.markers) == 0 && len(k.starts) == 0
 	k.mu.Unlock()
@@ -380,6 +420,7 @@ func (k *Cleaner) listOffsets(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	if req.ReplicaID == debugReplica {
 		return nil, nil, false
 	}
+	k.awaitClean()
 	kept := false
 	k.mu.Lock()
 	for _, rt := range req.Topics {
