@@ -21,9 +21,9 @@ import (
 // Kafka's batch shape), log start moves, empty and throttled fetch answers and kills of the
 // mirror at random moments, and then the comparator must find no difference.
 //
-// The default run takes seeds 1..10; KAFKAMIRROR_RANDOM_SEEDS=N runs seeds 1..N,
-// KAFKAMIRROR_RANDOM_SEEDS=fresh:N runs N fresh seeds (each printed) for a longer hunt, and
-// KAFKAMIRROR_RANDOM_SEED=S reproduces one seed.
+// The default run takes seeds 1..10 and foundSeeds; KAFKAMIRROR_RANDOM_SEEDS=N runs seeds
+// 1..N, KAFKAMIRROR_RANDOM_SEEDS=fresh:N runs N fresh seeds (each printed) for a longer hunt,
+// and KAFKAMIRROR_RANDOM_SEED=S reproduces one seed.
 func TestMirrorRandomized(t *testing.T) {
 	for _, seed := range randomSeeds(t) {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
@@ -32,6 +32,10 @@ func TestMirrorRandomized(t *testing.T) {
 		})
 	}
 }
+
+// foundSeeds are fresh seeds that failed most runs until what they found was mended: the
+// test harness's log start after compaction (885914295, 490217699).
+var foundSeeds = []uint64{885914295, 490217699}
 
 func randomSeeds(t *testing.T) []uint64 {
 	if s := os.Getenv("KAFKAMIRROR_RANDOM_SEED"); s != "" {
@@ -43,19 +47,28 @@ func randomSeeds(t *testing.T) []uint64 {
 	}
 	s := os.Getenv("KAFKAMIRROR_RANDOM_SEEDS")
 	if s == "" {
-		s = "10"
+		return append(seedRange(10), foundSeeds...)
 	}
 	fresh := strings.HasPrefix(s, "fresh:")
 	n, err := strconv.Atoi(strings.TrimPrefix(s, "fresh:"))
 	if err != nil || n < 1 {
 		t.Fatalf("KAFKAMIRROR_RANDOM_SEEDS=%q: want a count, or fresh:COUNT", s)
 	}
+	if !fresh {
+		return seedRange(n)
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = rand.Uint64() % 1_000_000_000
+	}
+	return seeds
+}
+
+// seedRange is seeds 1..n.
+func seedRange(n int) []uint64 {
 	seeds := make([]uint64, n)
 	for i := range seeds {
 		seeds[i] = uint64(i + 1)
-		if fresh {
-			seeds[i] = rand.Uint64() % 1_000_000_000
-		}
 	}
 	return seeds
 }
