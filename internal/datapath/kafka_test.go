@@ -41,20 +41,36 @@ func onKafkaTopic(t *testing.T, scenario func(t *testing.T, src, dst *kafkatest.
 // under name, for scenarios that need a source of their own kind (3 brokers, a quota).
 func onKafkaFrom(t *testing.T, name string, opts []kafkatest.Option, scenario func(t *testing.T, src, dst *kafkatest.Cluster)) {
 	t.Helper()
+	onKafkaClusters(t, kafkaClusters{source: name, sourceOpts: opts, destination: "destination"}, scenario)
+}
+
+// kafkaClusters name the shared clusters of a scenario, and the options they start with.
+type kafkaClusters struct {
+	source, destination         string
+	sourceOpts, destinationOpts []kafkatest.Option
+}
+
+// onKafkaClusters is onKafka on the shared clusters cs names.
+func onKafkaClusters(t *testing.T, cs kafkaClusters, scenario func(t *testing.T, src, dst *kafkatest.Cluster)) {
+	t.Helper()
 	kafkatest.RequireKafka(t)
 	versions := kafkatest.KafkaVersions()
 	for _, v := range versions {
 		t.Run("kafka-"+versions[0]+"-to-"+v, func(t *testing.T) {
-			src := kafkatest.Shared(t, name+"-"+versions[0], append([]kafkatest.Option{kafkatest.Kafka(versions[0])}, opts...)...)
-			dst := kafkatest.Shared(t, "destination-"+v, kafkatest.Kafka(v))
-			label := src.Broker()
-			if n := len(src.BrokerIDs()); n > 1 {
-				label += fmt.Sprintf(" (%d brokers)", n)
-			}
-			kafkatest.Tally(t, label+" → "+dst.Broker())
+			src := kafkatest.Shared(t, cs.source+"-"+versions[0], append([]kafkatest.Option{kafkatest.Kafka(versions[0])}, cs.sourceOpts...)...)
+			dst := kafkatest.Shared(t, cs.destination+"-"+v, append([]kafkatest.Option{kafkatest.Kafka(v)}, cs.destinationOpts...)...)
+			kafkatest.Tally(t, clusterLabel(src)+" → "+clusterLabel(dst))
 			scenario(t, src, dst)
 		})
 	}
+}
+
+// clusterLabel names a cluster's Kafka version and how many brokers it has, if more than one.
+func clusterLabel(c *kafkatest.Cluster) string {
+	if n := len(c.BrokerIDs()); n > 1 {
+		return fmt.Sprintf("%s (%d brokers)", c.Broker(), n)
+	}
+	return c.Broker()
 }
 
 // createBoth creates topic on both clusters with the same configs.
@@ -305,33 +321,23 @@ func TestKafkaMirrorLogStartMoves(t *testing.T) {
 		createBoth(t, src, dst, topic, 1, nil)
 		prod := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 300, "x")...)
-		adm := src.Admin(t)
-		deleteTo := func(at int64) {
-			t.Helper()
-			res, err := adm.DeleteRecords(context.Background(), kadm.Offsets{topic: {0: {Topic: topic, At: at, LeaderEpoch: -1}}})
-			if err == nil {
-				err = res.Error()
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		deleteTo(123) // inside a batch
+		src.DeleteRecords(t, topic, 0, 123) // inside a batch
 		run := startMirror(t, src, dst, topic, 1, true)
 		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 50, "y")...)
-		deleteTo(310)
+		src.DeleteRecords(t, topic, 0, 310)
 		kafkatest.ProduceSync(t, prod, kafkatest.Records(topic, 0, 10, "z")...)
 		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 		run.stop(t)
 	})
 }
 
+func TestKafkaMirrorLogStartAtTheSourceEnd(t *testing.T) {
+	onKafkaTopic(t, logStartAtTheSourceEnd)
+}
+
 func TestKafkaMirrorLogStartPastAnEndedTransaction(t *testing.T) {
-	onKafkaTopic(t, func(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
-		createBoth(t, src, dst, topic, 1, nil)
-		logStartPastEndedTransaction(t, src, dst, topic)
-	})
+	onKafkaTopic(t, logStartPastEndedTransaction)
 }
 
 // Timestamps an hour old, a year old and 30 minutes ahead arrive unchanged.

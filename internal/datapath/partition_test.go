@@ -297,18 +297,20 @@ func TestMirrorSourceWithLogStartAhead(t *testing.T) {
 	kafkatest.WaitIdentical(t, src, dst, "advanced", kafkatest.IdenticalWithin)
 
 	// Later source log start moves are propagated.
-	if _, err := src.Admin(t).DeleteRecords(context.Background(), kadm.Offsets{"advanced": {0: {Topic: "advanced", At: logStart + 120, LeaderEpoch: -1}}}); err != nil {
-		t.Fatal(err)
-	}
+	src.DeleteRecords(t, "advanced", 0, logStart+120)
 	kafkatest.ProduceSync(t, prod, kafkatest.Records("advanced", 0, 10, "y")...)
 	kafkatest.WaitIdentical(t, src, dst, "advanced", kafkatest.IdenticalWithin)
 	run.stop(t)
 }
 
 func TestMirrorLogStartPastAnEndedTransaction(t *testing.T) {
+	onFakeTopic(t, logStartPastEndedTransaction)
+}
+
+// onFakeTopic runs scenario on a pair of kfake clusters, on a topic named after the test.
+func onFakeTopic(t *testing.T, scenario func(t *testing.T, src, dst *kafkatest.Cluster, topic string)) {
 	src, dst := kafkatest.Pair(t)
-	createBoth(t, src, dst, "ended", 1, nil)
-	logStartPastEndedTransaction(t, src, dst, "ended")
+	scenario(t, src, dst, kafkatest.TopicFor(t, ""))
 }
 
 // logStartPastEndedTransaction deletes, while the mirror is stopped, the source marker of one
@@ -317,6 +319,7 @@ func TestMirrorLogStartPastAnEndedTransaction(t *testing.T) {
 // the replayed transaction whose marker is gone and keep the other open, whichever producer id
 // sorts first, so no transaction stays open on the destination once the source ends the other.
 func logStartPastEndedTransaction(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+	createBoth(t, src, dst, topic, 1, nil)
 	ctx := context.Background()
 	plain := src.ManualProducer(t)
 	var apps [2]*kgo.Client
@@ -357,13 +360,7 @@ func logStartPastEndedTransaction(t *testing.T, src, dst *kafkatest.Cluster, top
 	}
 	kafkatest.WaitUntil(t, 30*time.Second, "the commit marker to land", func() bool { return end() == marker+1 })
 	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 1, "past")...)
-	res, err := src.Admin(t).DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, At: marker + 1, LeaderEpoch: -1}}})
-	if err == nil {
-		err = res.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	src.DeleteRecords(t, topic, 0, marker+1)
 
 	run = startMirror(t, src, dst, topic, 1, false)
 	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
@@ -373,6 +370,43 @@ func logStartPastEndedTransaction(t *testing.T, src, dst *kafkatest.Cluster, top
 	}
 	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 1, "last")...)
 	waitStable(t, src, topic)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+	run.stop(t)
+}
+
+// The source log start moves to its end while the mirror is stopped (retention deleted every
+// record of a quiet partition): the source has no record left to fetch, so the destination
+// must move to that log start on an empty fetch answer, aborting the replayed transaction whose
+// marker was deleted, and not wait for the next record. Until it does, a consumer that failed
+// over with an offset committed at the source's end would find it past the destination's end.
+func TestMirrorLogStartAtTheSourceEnd(t *testing.T) {
+	onFakeTopic(t, logStartAtTheSourceEnd)
+}
+
+func logStartAtTheSourceEnd(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+	createBoth(t, src, dst, topic, 1, nil)
+	ctx := context.Background()
+	plain := src.ManualProducer(t)
+	app := src.ManualProducer(t, kgo.TransactionalID(topic+"-app"))
+	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 3, "first")...)
+	if err := app.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.ProduceSync(t, app, kafkatest.Records(topic, 0, 2, "txn")...)
+	run := startMirror(t, src, dst, topic, 1, true)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+	run.stop(t)
+
+	if err := app.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 3, "deleted")...)
+	waitStable(t, src, topic)
+	src.DeleteRecords(t, topic, 0, src.EndOffsets(t, topic)[0])
+
+	run = startMirror(t, src, dst, topic, 1, false)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 2, "after")...)
 	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 	run.stop(t)
 }
@@ -826,13 +860,8 @@ func TestMirrorCompactedCompressedTopic(t *testing.T) {
 					if logStartInside {
 						// 730 lies in partition 0's leading hole at 725-734, 3 in the run
 						// partition 1 keeps at 2-6.
-						adm := src.Admin(t)
-						if _, err := adm.DeleteRecords(context.Background(), kadm.Offsets{"compacted": {
-							0: {Topic: "compacted", Partition: 0, At: 730, LeaderEpoch: -1},
-							1: {Topic: "compacted", Partition: 1, At: 3, LeaderEpoch: -1},
-						}}); err != nil {
-							t.Fatal(err)
-						}
+						src.DeleteRecords(t, "compacted", 0, 730)
+						src.DeleteRecords(t, "compacted", 1, 3)
 					}
 					slowProduces(dst, 40*time.Millisecond)
 

@@ -92,6 +92,10 @@ func planFetch(in planInput) plan {
 		// gaps. Gaps are only ever filled up to a batch actually received.
 		if f.HighWatermark > max(in.next, in.alignTo) {
 			p.retry = emptyAnswerRetry
+		} else {
+			// The source holds no record from its log start on (retention emptied it): what
+			// lies below was deleted, whatever an answer would hold.
+			p.fill(in.alignTo)
 		}
 		return p.plan
 	}

@@ -248,6 +248,16 @@ func TestPlanFetch(t *testing.T) {
 			retry:   emptyAnswerRetry,
 		},
 		{
+			// Retention deleted every record: nothing is left to come below the log start.
+			name:       "an answer without batches at a pending log start at the high watermark: the destination moves there",
+			next:       5,
+			alignTo:    9,
+			hw:         9,
+			open:       map[int64]bool{7: true, 8: true},
+			continuing: map[int64]bool{8: true},
+			want:       []string{"end transaction abort 7@5+1", "filler@6+3"},
+		},
+		{
 			name: "an answer without batches at the high watermark: caught up",
 			next: 40,
 			hw:   40,

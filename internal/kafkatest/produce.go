@@ -92,6 +92,19 @@ func (c *Cluster) EndOffsets(t TB, topic string) map[int32]int64 {
 	return out
 }
 
+// DeleteRecords moves the log start of topic's partition to at, as retention or an operator
+// does.
+func (c *Cluster) DeleteRecords(t TB, topic string, partition int32, at int64) {
+	t.Helper()
+	res, err := c.Admin(t).DeleteRecords(context.Background(), kadm.Offsets{topic: {partition: {Topic: topic, Partition: partition, At: at, LeaderEpoch: -1}}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("DeleteRecords of %s[%d] at %d on %s: %v", topic, partition, at, c.ID(), err)
+	}
+}
+
 // RawBatches are the record batches a partition holds from its log start to its high
 // watermark, as the broker stores them.
 func (c *Cluster) RawBatches(t TB, topic string, partition int32) [][]byte {
