@@ -422,6 +422,86 @@ func TestKafkaMirrorFollowsSourceLeaderChange(t *testing.T) {
 	})
 }
 
+// A destination broker crashes (SIGKILL) while the mirror writes to it: its writes in flight
+// get no answer and may or may not have landed, its partitions move to the other brokers,
+// where the mirror goes on with plain and transactional batches, and it comes back later.
+// Nothing is lost or doubled, and no partition's mirror fails. No replayed transaction ends
+// while a leader or coordinator moves: see moveCoordinatorsOff.
+func TestKafkaMirrorDestinationBrokerKilled(t *testing.T) {
+	threeBrokers := []kafkatest.Option{kafkatest.Brokers(3)}
+	clusters := kafkaClusters{source: "source", destination: "destination-3-brokers", destinationOpts: threeBrokers}
+	onKafkaClusters(t, clusters, func(t *testing.T, src, dst *kafkatest.Cluster) {
+		ctx := context.Background()
+		topic := kafkatest.TopicFor(t, "")
+		src.CreateTopic(t, topic, 2, nil)
+		if _, err := dst.Admin(t).CreateTopic(ctx, 2, 3, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		dst.WaitTopic(t, topic, 2)
+		plain := src.ManualProducer(t, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+		app := src.ManualProducer(t, kgo.TransactionalID(topic+".app"))
+		writePlain := func(round int) {
+			t.Helper()
+			for p := range int32(2) {
+				kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, p, 2000, fmt.Sprintf("p%d", round))...)
+			}
+		}
+		writeTxns := func(round int) {
+			t.Helper()
+			if err := app.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			for p := range int32(2) {
+				kafkatest.ProduceSync(t, app, kafkatest.Records(topic, p, 20, fmt.Sprintf("t%d", round))...)
+				kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, p, 200, fmt.Sprintf("p%d", round))...)
+			}
+			if err := app.EndTransaction(ctx, kgo.TransactionEndTry(round%3 != 0)); err != nil {
+				t.Fatal(err)
+			}
+			waitStable(t, src, topic)
+		}
+		killed := partitionLeader(t, dst, topic, 0)
+		moveCoordinatorsOff(t, dst, killed)
+		run := startMirror(t, src, dst, topic, 2, true)
+		writeTxns(0)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+		writePlain(1)
+		// While the mirror may still copy that round.
+		t.Cleanup(func() { dst.RestartBroker(t, killed) })
+		dst.KillBroker(t, killed)
+		for round := 2; round < 5; round++ {
+			writeTxns(round)
+		}
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+		// Back, it leads again what it led (a preferred leader election, any time).
+		dst.RestartBroker(t, killed)
+		writePlain(5)
+		kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+		run.stop(t)
+	})
+}
+
+// moveCoordinatorsOff moves every transaction coordinator of c (the leaders of
+// __transaction_state) off broker id. A coordinator that moves while a transaction completes
+// (its markers written, its completion not yet in the transaction log), or a partition leader
+// that moves while a marker is written to it (its answer lost), has the coordinator write the
+// marker again, and Kafka appends such a repeated marker (ProducerAppendInfo, "allowing
+// duplicate marker write"): an offset the source does not have, on which the worker stops the
+// partition. The worker cannot prevent it; tests that move leaders keep clear of it.
+func moveCoordinatorsOff(t *testing.T, c *kafkatest.Cluster, id int32) {
+	t.Helper()
+	const coordinators = "__transaction_state"
+	// The topic is created with the first transactional id.
+	if _, _, err := c.ManualProducer(t, kgo.TransactionalID(kafkatest.TopicFor(t, "coordinators"))).ProducerID(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(3) { // kafkatest's clusters have 3 partitions of it
+		for partitionLeader(t, c, coordinators, p) == id {
+			c.MoveLeader(t, coordinators, p)
+		}
+	}
+}
+
 func partitionLeader(t *testing.T, c *kafkatest.Cluster, topic string, p int32) int32 {
 	t.Helper()
 	meta, err := kafkareq.NewCluster("test", c.Client(t)).Metadata(context.Background(), topic, p)

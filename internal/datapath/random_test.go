@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // TestMirrorRandomized mixes plain and compressed batches in every codec, interleaved
@@ -25,10 +26,28 @@ import (
 // 1..N, KAFKAMIRROR_RANDOM_SEEDS=fresh:N runs N fresh seeds (each printed) for a longer hunt,
 // and KAFKAMIRROR_RANDOM_SEED=S reproduces one seed.
 func TestMirrorRandomized(t *testing.T) {
-	for _, seed := range randomSeeds(t) {
+	for _, seed := range randomSeeds(t, append(seedRange(10), foundSeeds...)) {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
 			t.Logf("reproduce with KAFKAMIRROR_RANDOM_SEED=%d go test -run 'TestMirrorRandomized/seed-%d$' ./internal/datapath", seed, seed)
-			randomScenario(t, seed)
+			src, dst := kafkatest.Pair(t)
+			randomScenario(t, seed, src, dst, "random", randomFaults{kfake: true})
+		})
+	}
+}
+
+// TestKafkaMirrorRandomized is TestMirrorRandomized on real Apache Kafka brokers, whose
+// transaction markers, log start moves and fetch answers kfake only models, from a source of
+// three brokers whose partition leaders move. A real broker's log cleaner cannot be run on
+// demand on both clusters at once, and its fetch answers cannot be emptied or throttled:
+// those steps are kfake's alone. Its default run takes a few seeds; the variables of
+// TestMirrorRandomized choose others.
+func TestKafkaMirrorRandomized(t *testing.T) {
+	for _, seed := range randomSeeds(t, seedRange(3)) {
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
+			t.Logf("reproduce with KAFKAMIRROR_TEST_TIERS=kafka KAFKAMIRROR_RANDOM_SEED=%d go test -run 'TestKafkaMirrorRandomized/seed-%d/' ./internal/datapath", seed, seed)
+			onKafkaFrom(t, "source-3-brokers", []kafkatest.Option{kafkatest.Brokers(3)}, func(t *testing.T, src, dst *kafkatest.Cluster) {
+				randomScenario(t, seed, src, dst, kafkatest.TopicFor(t, ""), randomFaults{leaderMoves: true})
+			})
 		})
 	}
 }
@@ -37,7 +56,8 @@ func TestMirrorRandomized(t *testing.T) {
 // test harness's log start after compaction (885914295, 490217699).
 var foundSeeds = []uint64{885914295, 490217699}
 
-func randomSeeds(t *testing.T) []uint64 {
+// randomSeeds are the seeds to run: those the variables choose, or byDefault.
+func randomSeeds(t *testing.T, byDefault []uint64) []uint64 {
 	if s := os.Getenv("KAFKAMIRROR_RANDOM_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -47,7 +67,7 @@ func randomSeeds(t *testing.T) []uint64 {
 	}
 	s := os.Getenv("KAFKAMIRROR_RANDOM_SEEDS")
 	if s == "" {
-		return append(seedRange(10), foundSeeds...)
+		return byDefault
 	}
 	fresh := strings.HasPrefix(s, "fresh:")
 	n, err := strconv.Atoi(strings.TrimPrefix(s, "fresh:"))
@@ -76,23 +96,45 @@ func seedRange(n int) []uint64 {
 // randomSteps is the number of operations of one seed: a few hundred batches.
 const randomSteps = 120
 
-func randomScenario(t *testing.T, seed uint64) {
+// randomFaults are what a scenario does to its clusters besides killing the mirror.
+type randomFaults struct {
+	kfake       bool // clean both logs, empty and throttle fetch answers: kfake's controls
+	leaderMoves bool // move source partition leaders: a real source of three brokers
+}
+
+// randomScenario runs seed's steps on topic, mirrored from src to dst.
+func randomScenario(t *testing.T, seed uint64, src, dst *kafkatest.Cluster, topic string, faults randomFaults) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	src, dst := kafkatest.Pair(t)
-	const topic, partitions = "random", 2
-	configs := map[string]*string{"cleanup.policy": kadm.StringPtr("compact,delete")}
-	createBoth(t, src, dst, topic, partitions, configs)
+	const partitions = 2
+	var configs map[string]*string
+	if faults.kfake {
+		configs = map[string]*string{"cleanup.policy": kadm.StringPtr("compact,delete")}
+	}
+	if faults.leaderMoves {
+		if _, err := src.Admin(t).CreateTopic(context.Background(), partitions, 3, configs, topic); err != nil {
+			t.Fatal(err)
+		}
+		src.WaitTopic(t, topic, partitions)
+		dst.CreateTopic(t, topic, partitions, configs)
+	} else {
+		createBoth(t, src, dst, topic, partitions, configs)
+	}
 	// The difference alone does not say which transaction a failed run left open (twice so
 	// far: seed 8, the destination's stable offset at 138 against the source's 262).
 	t.Cleanup(func() {
 		if t.Failed() {
 			logDestinationTxns(t, dst, topic, partitions)
+			logBatches(t, src, "source", topic, partitions)
+			logBatches(t, dst, "destination", topic, partitions)
 		}
 	})
 	// Both clusters run a log cleaner, as in production. A cleaner removes records from
 	// offsets already copied, so the comparison holds only where both cleaned the same log:
 	// the test cleans both at once, when the mirror has caught up.
-	srcCleaner, dstCleaner := kafkatest.NewCleaner(t, src), kafkatest.NewCleaner(t, dst)
+	var srcCleaner, dstCleaner *kafkatest.Cleaner
+	if faults.kfake {
+		srcCleaner, dstCleaner = kafkatest.NewCleaner(t, src), kafkatest.NewCleaner(t, dst)
+	}
 
 	codecs := []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()}
 	plain := make([]*kgo.Client, len(codecs))
@@ -101,7 +143,7 @@ func randomScenario(t *testing.T, seed uint64) {
 	}
 	txns := make([]*txnProducer, 3)
 	for i := range txns {
-		txns[i] = &txnProducer{cl: src.ManualProducer(t, kgo.TransactionalID(fmt.Sprintf("random-app-%d", i)),
+		txns[i] = &txnProducer{cl: src.ManualProducer(t, kgo.TransactionalID(fmt.Sprintf("%s-app-%d", topic, i)),
 			kgo.ProducerBatchCompression(codecs[rng.IntN(len(codecs))]))}
 	}
 	ctx := context.Background()
@@ -132,7 +174,21 @@ func randomScenario(t *testing.T, seed uint64) {
 
 	for step := range randomSteps {
 		p := int32(rng.IntN(partitions))
-		switch op := rng.IntN(100); {
+		op := rng.IntN(100)
+		if op >= 93 && !faults.kfake {
+			// Empty and throttled fetch answers are kfake's: a leader move (-1) or a plain
+			// batch (0) instead.
+			op = 0
+			if faults.leaderMoves {
+				op = -1
+			}
+		}
+		switch {
+		case op < 0:
+			// Source leaders only: a destination leader or transaction coordinator that moves
+			// while a replayed transaction ends can have its marker written twice (see
+			// moveCoordinatorsOff), which the worker cannot prevent.
+			t.Logf("step %d: the source leader of partition %d moved to broker %d", step, p, src.MoveLeader(t, topic, p))
 		case op < 45:
 			kafkatest.ProduceSync(t, plain[rng.IntN(len(plain))], batch(p, 1+rng.IntN(40), fmt.Sprint("plain", step))...)
 		case op < 75:
@@ -159,8 +215,10 @@ func randomScenario(t *testing.T, seed uint64) {
 			// compare logs the cleaners saw at different moments.
 			waitStable(t, src, topic)
 			kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
-			srcCleaner.Clean(t)
-			dstCleaner.Clean(t)
+			if faults.kfake {
+				srcCleaner.Clean(t)
+				dstCleaner.Clean(t)
+			}
 		case op < 85:
 			ends, err := src.Admin(t).ListEndOffsets(ctx, topic)
 			if err != nil {
@@ -174,13 +232,7 @@ func randomScenario(t *testing.T, seed uint64) {
 			e, _ := ends.Lookup(topic, p)
 			if e.Offset > s.Offset {
 				at := s.Offset + rng.Int64N(e.Offset-s.Offset+1)
-				res, err := src.Admin(t).DeleteRecords(ctx, kadm.Offsets{topic: {p: {Topic: topic, Partition: p, At: at, LeaderEpoch: -1}}})
-				if err == nil {
-					err = res.Error()
-				}
-				if err != nil {
-					t.Fatalf("DeleteRecords(%d) on partition %d: %v", at, p, err)
-				}
+				src.DeleteRecords(t, topic, p, at)
 			}
 		case op < 93:
 			restart()
@@ -259,4 +311,22 @@ func logDestinationTxns(t *testing.T, dst *kafkatest.Cluster, topic string, part
 	}
 	described, err := adm.DescribeTransactions(ctx, listed.TransactionalIDs()...)
 	t.Logf("destination transactions: %+v (error: %v)", described, err)
+}
+
+// logBatches logs the batches of topic's partitions on c, one line a partition: offsets,
+// producer id and epoch, kind and leader epoch of each.
+func logBatches(t *testing.T, c *kafkatest.Cluster, side, topic string, partitions int32) {
+	for p := range partitions {
+		var out []string
+		for _, raw := range c.RawBatches(t, topic, p) {
+			b := recordbatch.Batch(raw)
+			kind, err := b.Kind()
+			if err != nil {
+				out = append(out, fmt.Sprintf("%d-%d:%v", b.BaseOffset(), b.LastOffset(), err))
+				continue
+			}
+			out = append(out, fmt.Sprintf("%d-%d:%v:pid%d.%d:e%d", b.BaseOffset(), b.LastOffset(), kind, b.ProducerID(), b.Producer().Epoch, b.LeaderEpoch()))
+		}
+		t.Logf("%s %s[%d]: %s", side, topic, p, strings.Join(out, " "))
+	}
 }

@@ -1,12 +1,16 @@
 package kafkatest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // KillBroker ends broker id of a real cluster with SIGKILL, as a crash would.
@@ -175,4 +179,54 @@ func sharedStrictErrors() error {
 		}
 	}
 	return nil
+}
+
+// MoveLeader makes the next in-sync replica of topic's partition p its leader, as a
+// reassignment that reorders the replicas and a preferred leader election do on a real
+// cluster, and returns the new leader. Its new epoch fences fetches and produces still
+// naming the old one.
+func (c *Cluster) MoveLeader(t TB, topic string, p int32) int32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm := c.Admin(t)
+	leader := int32(-1)
+	WaitFor(t, time.Minute, fmt.Sprintf("a new leader of %s[%d]", topic, p), func() (bool, string) {
+		meta, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		part, ok := meta.Topics[topic].Partitions[p]
+		switch {
+		case !ok:
+			return false, "the metadata has no such partition"
+		case len(part.ISR) < 2:
+			return false, fmt.Sprintf("in-sync replicas %v", part.ISR)
+		}
+		if leader < 0 {
+			leader = part.Leader
+		} else if part.Leader != leader {
+			leader = part.Leader
+			return true, ""
+		}
+		i := slices.Index(part.ISR, part.Leader)
+		next := part.ISR[(i+1)%len(part.ISR)]
+		order := append([]int32{next}, slices.DeleteFunc(slices.Clone(part.Replicas), func(r int32) bool { return r == next })...)
+		moved, err := adm.AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{topic: {p: order}})
+		if err == nil {
+			err = moved.Error()
+		}
+		if err != nil {
+			return false, "reassign: " + err.Error()
+		}
+		elected, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {p: {}}})
+		if err != nil {
+			return false, "elect: " + err.Error()
+		}
+		if r := elected[topic][p]; r.Err != nil {
+			return false, "elect: " + r.Err.Error()
+		}
+		return false, "elected; the metadata does not say so yet"
+	})
+	return leader
 }
