@@ -332,6 +332,10 @@ func TestKafkaMirrorLogStartMoves(t *testing.T) {
 	})
 }
 
+func TestKafkaMirrorStopsOnARepeatedMarker(t *testing.T) {
+	onKafkaTopic(t, repeatedMarker)
+}
+
 func TestKafkaMirrorLogStartAtTheSourceEnd(t *testing.T) {
 	onKafkaTopic(t, logStartAtTheSourceEnd)
 }

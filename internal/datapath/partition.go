@@ -212,6 +212,7 @@ func (m *PartitionMirror) Run(ctx context.Context) error {
 			return nil
 		}
 		if mirrorerr.Classify(err) != mirrorerr.SessionRetries {
+			err = m.explainMismatch(ctx, err)
 			m.log.Error("partition mirror stopped", "error", err)
 			return err
 		}

@@ -384,10 +384,8 @@ func TestMirrorLogStartAtTheSourceEnd(t *testing.T) {
 }
 
 func logStartAtTheSourceEnd(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
-	createBoth(t, src, dst, topic, 1, nil)
 	ctx := context.Background()
-	plain := src.ManualProducer(t)
-	app := src.ManualProducer(t, kgo.TransactionalID(topic+"-app"))
+	plain, app := plainAndApp(t, src, dst, topic)
 	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 3, "first")...)
 	if err := app.BeginTransaction(); err != nil {
 		t.Fatal(err)
@@ -409,6 +407,80 @@ func logStartAtTheSourceEnd(t *testing.T, src, dst *kafkatest.Cluster, topic str
 	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 2, "after")...)
 	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
 	run.stop(t)
+}
+
+// plainAndApp creates topic, of one partition, on both clusters and returns a plain and a
+// transactional producer of the source.
+func plainAndApp(t *testing.T, src, dst *kafkatest.Cluster, topic string) (plain, app *kgo.Client) {
+	createBoth(t, src, dst, topic, 1, nil)
+	return src.ManualProducer(t), src.ManualProducer(t, kgo.TransactionalID(topic+"-app"))
+}
+
+// The marker that ends a replayed transaction lands twice on the destination, as its
+// coordinator writes it again when its first write's answer was lost (a destination leader
+// move) or a new coordinator completes the transaction; Apache Kafka appends the repeat. The
+// mirror cannot undo that offset: it stops the partition naming the repeat, when its next
+// write lands past it and again when a new session finds it, not blaming a foreign writer.
+func TestMirrorStopsOnARepeatedMarker(t *testing.T) {
+	onFakeTopic(t, repeatedMarker)
+}
+
+func repeatedMarker(t *testing.T, src, dst *kafkatest.Cluster, topic string) {
+	ctx := context.Background()
+	plain, app := plainAndApp(t, src, dst, topic)
+	if err := app.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.ProduceSync(t, app, kafkatest.Records(topic, 0, 2, "txn")...)
+	if err := app.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	waitStable(t, src, topic)
+	run := startMirror(t, src, dst, topic, 1, true)
+	kafkatest.WaitIdentical(t, src, dst, topic, kafkatest.IdenticalWithin)
+
+	// The coordinator's repeat: the destination's last batch, the replayed transaction's
+	// marker, again.
+	pid, _, err := app.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txnID := PartitionTxnPrefix("m1", topic, 0) + strconv.FormatInt(pid, 10)
+	batches := dst.RawBatches(t, topic, 0)
+	first := recordbatch.Batch(batches[len(batches)-1])
+	producers, err := dst.Admin(t).DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kfake lists only producers with a transaction open: its coordinator epoch is 0.
+	coordinatorEpoch := producers[topic].Partitions[0].ActiveProducers[first.ProducerID()].CoordinatorEpoch
+	repeatAt := first.LastOffset() + 1
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	marker := kmsg.NewWriteTxnMarkersRequestMarker()
+	marker.ProducerID, marker.ProducerEpoch, marker.CoordinatorEpoch, marker.Committed = first.ProducerID(), first.Producer().Epoch, coordinatorEpoch, true
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = topic, []int32{0}
+	marker.Topics = append(marker.Topics, mt)
+	req.Markers = append(req.Markers, marker)
+	resp, err := req.RequestWith(ctx, dst.Client(t).Broker(int(partitionLeader(t, dst, topic, 0))))
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Markers[0].Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("write the repeated marker: %v", err)
+	}
+
+	kafkatest.ProduceSync(t, plain, kafkatest.Records(topic, 0, 1, "after")...)
+	wantRepeat := func(err error) {
+		t.Helper()
+		var repeated *mirrorerr.RepeatedMarkerError
+		if !errors.As(err, &repeated) || repeated.Offset != repeatAt || repeated.TransactionalID != txnID {
+			t.Fatalf("mirror error: %v; want the repeated marker of %s at offset %d", err, txnID, repeatAt)
+		}
+	}
+	wantRepeat(run.waitErr(t, 0))
+	run = startMirror(t, src, dst, topic, 1, false)
+	wantRepeat(run.waitErr(t, 0))
 }
 
 // advanceSource moves an empty source partition's log start to n with filler and

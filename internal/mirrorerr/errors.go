@@ -45,6 +45,28 @@ func (e *LastEntryMismatchError) Error() string {
 		e.Topic, e.Partition, e.Offset, e.Destination, e.Source)
 }
 
+// RepeatedMarkerError is a destination partition holding the marker that ended one of the
+// mirror's replayed transactions twice, at consecutive offsets. The destination's transaction
+// coordinator writes that marker, and writes it again when its first write's answer was lost
+// (the partition's leader moved) or when a new coordinator completes the transaction (the
+// coordinator moved before recording it complete); Kafka appends the repeat as a marker of its
+// own (ProducerAppendInfo). The destination then holds an offset the source does not have, and
+// an exactness check (Cause) found the offsets apart.
+type RepeatedMarkerError struct {
+	Topic           string
+	Partition       int32
+	Offset          int64 // of the repeat; the first is at Offset-1
+	TransactionalID string
+	Cause           error
+}
+
+func (e *RepeatedMarkerError) Error() string {
+	return fmt.Sprintf("destination %s[%d] offset %d repeats the transaction marker at offset %d of the mirror's replayed transaction %s: the destination's transaction coordinator wrote it again after a destination leader or coordinator move (Kafka appends such a repeat), so the destination holds an offset the source does not have (%v); mirroring of this partition stopped (restart the topic with divergence = \"recreate\" to copy it again)",
+		e.Topic, e.Partition, e.Offset, e.Offset-1, e.TransactionalID, e.Cause)
+}
+
+func (e *RepeatedMarkerError) Unwrap() error { return e.Cause }
+
 // DestinationNotEmptyError is returned at a first start when the destination partition
 // already holds records: mirroring into it would interleave foreign data with the source's.
 type DestinationNotEmptyError struct {
@@ -223,10 +245,11 @@ func needsOperator(err error) bool {
 		corrupt  *recordbatch.CorruptError
 		aborted  *CoordinatorAbortError
 		last     *LastEntryMismatchError
+		repeated *RepeatedMarkerError
 	)
 	return errors.As(err, &mismatch) || errors.As(err, &notEmpty) || errors.As(err, &ahead) ||
 		errors.As(err, &unknown) || errors.As(err, &count) || errors.As(err, &changed) ||
-		errors.As(err, &corrupt) || errors.As(err, &aborted) || errors.As(err, &last) ||
+		errors.As(err, &corrupt) || errors.As(err, &aborted) || errors.As(err, &last) || errors.As(err, &repeated) ||
 		errors.Is(err, ErrInvariant) || errors.Is(err, ErrUncopyable)
 }
 

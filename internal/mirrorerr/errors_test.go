@@ -35,6 +35,7 @@ func TestClassify(t *testing.T) {
 		{"a changed source", &mirrorerr.SourceChangedError{What: "cluster id"}, mirrorerr.OperatorActs},
 		{"an invariant broken", fmt.Errorf("%w: x", mirrorerr.ErrInvariant), mirrorerr.OperatorActs},
 		{"a last entry mismatch", &mirrorerr.LastEntryMismatchError{}, mirrorerr.OperatorActs},
+		{"a repeated marker", &mirrorerr.RepeatedMarkerError{Cause: &mirrorerr.OffsetMismatchError{Expected: 5, Actual: 6}}, mirrorerr.OperatorActs},
 		{"an unknown error", errors.New("something"), mirrorerr.SessionRetries},
 	} {
 		if got := mirrorerr.Classify(tc.err); got != tc.want {
