@@ -64,6 +64,9 @@ func TestKafkaKillAndRestartBroker(t *testing.T) {
 	}
 	c.RestartBroker(t, leader)
 	WaitUntil(t, 60*time.Second, "the restarted broker back in sync", func() bool {
+		// A context of its own: the test's may have run out by now on a loaded machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		m, err := adm.Metadata(ctx, "replicated")
 		if err != nil {
 			return false
