@@ -152,6 +152,9 @@ type Cluster struct {
 	internal *kgo.Client // admin requests and strict mode's DescribeTransactions
 	strict   *strict     // nil when lenient
 
+	fetchOnce sync.Once    // installs fetches' control (kfake)
+	fetches   fetchControl // injected fetch faults and the Cleaner
+
 	closeOnce sync.Once
 }
 

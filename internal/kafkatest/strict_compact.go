@@ -27,10 +27,12 @@ import (
 // readers of an Apache Kafka log meet batches whose records start after the base offset and
 // end before the last offset.
 //
-// kfake's stored batches cannot be changed, so the Cleaner answers every Fetch itself once it
-// cleaned something: it sends the same request (same version, same fetch session) on a client
-// of its own, restores each rebuilt batch's last offset and codec in the answer, and returns
-// that. One Cleaner per cluster.
+// kfake's stored batches cannot be changed, so the Cleaner answers every Fetch itself (but
+// those fetch faults answer): it sends the same request (same version, made sessionless) on
+// a client of its own, restores each rebuilt batch's last offset and codec in the answer,
+// and returns that. An answer read while a Clean moved kfake's log start is read again: a
+// long poll waiting across a Clean would otherwise carry kfake's log start, which a mirror
+// copies to its destination. One Cleaner per cluster.
 //
 // kfake moves the log start to the first batch it keeps, as Apache Kafka 4.x was seen to do
 // in the real-broker tier. Fetches older than v11 (no rack field to tell the Cleaner's own
@@ -54,12 +56,14 @@ type Cleaner struct {
 	markers map[cleanedPartition]map[int64][]byte    // markers kfake dropped, as stored, by offset
 	starts  map[cleanedPartition]keptStart           // log starts kept below kfake's
 	ids     map[string][16]byte                      // compacted topics' ids, for fetches by name
-	clients map[int16]*kgo.Client                    // the Cleaner's own fetches, by version
+	clients map[int16][]*kgo.Client                  // the Cleaner's own fetches, idle ones by version
+	all     []*kgo.Client                            // every one of them, to close
 	lister  *kgo.Client                              // the Cleaner's own ListOffsets
 	// cleaning is closed when the Clean under way is done; nil between Cleans. Meanwhile
 	// other readers wait: kfake's log starts may have moved and the kept ones are not
 	// worked out yet.
 	cleaning chan struct{}
+	cleans   int // Cleans begun: an answer read across one is read again
 }
 
 // asCleaner reads kfake's own log, past the Cleaner's controls.
@@ -116,18 +120,23 @@ func NewCleaner(t TB, c *Cluster) *Cleaner {
 		return nil
 	}
 	k := &Cleaner{c: c, kept: map[cleanedPartition]map[int64]keptBatch{}, markers: map[cleanedPartition]map[int64][]byte{},
-		starts: map[cleanedPartition]keptStart{}, ids: map[string][16]byte{}, clients: map[int16]*kgo.Client{}}
+		starts: map[cleanedPartition]keptStart{}, ids: map[string][16]byte{}, clients: map[int16][]*kgo.Client{}}
 	t.Cleanup(func() {
 		k.mu.Lock()
 		defer k.mu.Unlock()
-		for _, cl := range k.clients {
+		for _, cl := range k.all {
 			cl.Close()
 		}
 		if k.lister != nil {
 			k.lister.Close()
 		}
 	})
-	c.fake.ControlKey(int16(kmsg.Fetch), k.fetch)
+	c.controlFetches(func(fc *fetchControl) {
+		if fc.cleaner != nil {
+			t.Fatalf("kafkatest.NewCleaner: %s has a Cleaner already", c.id)
+		}
+		fc.cleaner = k
+	})
 	c.fake.ControlKey(int16(kmsg.ListOffsets), k.listOffsets)
 	c.fake.ControlKey(int16(kmsg.DeleteRecords), k.deleteRecords)
 	return k
@@ -164,6 +173,7 @@ func (k *Cleaner) Clean(t TB) {
 	}
 	k.mu.Lock()
 	k.cleaning = make(chan struct{})
+	k.cleans++
 	k.mu.Unlock()
 	defer func() {
 		k.mu.Lock()
@@ -285,16 +295,8 @@ func (k *Cleaner) batches(ctx context.Context, as reader, topic string, m topicM
 }
 
 // fetch answers a Fetch with kfake's answer, rebuilt batches restored.
-func (k *Cleaner) fetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
-	k.c.fake.KeepControl()
-	req := kreq.(*kmsg.FetchRequest)
-	if req.Rack != cleanerRack {
-		k.awaitClean()
-	}
-	k.mu.Lock()
-	idle := len(k.kept) == 0 && len(k.markers) == 0 && len(k.starts) == 0
-	k.mu.Unlock()
-	if idle || req.Version < 11 || req.Rack == cleanerRack {
+func (k *Cleaner) fetch(req *kmsg.FetchRequest) (kmsg.Response, error, bool) {
+	if req.Version < 11 {
 		return nil, nil, false
 	}
 	// restore needs every partition's fetch offset, which an incremental fetch omits.
@@ -302,12 +304,42 @@ func (k *Cleaner) fetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		return resp, nil, true
 	}
 	node := k.c.fake.CurrentNode()
-	resp, err := asleep(k.c.fake, "fetch", func() (*kmsg.FetchResponse, error) { return k.refetch(node, req) })
+	var resp *kmsg.FetchResponse
+	err := k.consistent(func() (err error) {
+		resp, err = asleep(k.c.fake, "fetch", func() (*kmsg.FetchResponse, error) { return k.refetch(node, req) })
+		return err
+	}, func() { k.restore(req, resp) })
 	if err != nil {
 		return nil, fmt.Errorf("kafkatest.Cleaner: %w", err), true // the client reconnects and asks again
 	}
-	k.restore(req, resp)
 	return resp, nil, true
+}
+
+// consistent runs read (kfake's log) and then, under the Cleaner's lock, apply (its kept
+// state), with no Clean begun or under way from the one to the other; else it reads again.
+// It is run by a control, whose request sleeps while a Clean is under way.
+func (k *Cleaner) consistent(read func() error, apply func()) error {
+	for {
+		k.awaitClean()
+		k.mu.Lock()
+		began, busy := k.cleans, k.cleaning != nil
+		k.mu.Unlock()
+		if busy {
+			continue
+		}
+		if err := read(); err != nil {
+			return err
+		}
+		k.mu.Lock()
+		settled := k.cleans == began && k.cleaning == nil
+		if settled {
+			apply()
+		}
+		k.mu.Unlock()
+		if settled {
+			return nil
+		}
+	}
 }
 
 // asleep returns what ask answers, asked while the control's request sleeps: a control must
@@ -327,6 +359,7 @@ func (k *Cleaner) refetch(node int32, req *kmsg.FetchRequest) (*kmsg.FetchRespon
 	if err != nil {
 		return nil, err
 	}
+	defer k.release(req.Version, cl)
 	own := *req
 	own.Rack = cleanerRack
 	// kfake answers a fetch below its log start OFFSET_OUT_OF_RANGE: one from a log start
@@ -354,13 +387,16 @@ func (k *Cleaner) refetch(node int32, req *kmsg.FetchRequest) (*kmsg.FetchRespon
 	return kresp.(*kmsg.FetchResponse), nil
 }
 
-// client returns the Cleaner's client for Fetch version v: the answer must have the
-// request's shape, and kgo sends the highest version it may.
+// client returns an idle client of the Cleaner's for Fetch version v: the answer must have
+// the request's shape, and kgo sends the highest version it may. Each fetch has a client of
+// its own while it waits: a broker answers one fetch a connection at a time, so a long poll
+// would hold up every other one.
 func (k *Cleaner) client(v int16) (*kgo.Client, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if cl := k.clients[v]; cl != nil {
-		return cl, nil
+	if idle := k.clients[v]; len(idle) > 0 {
+		k.clients[v] = idle[:len(idle)-1]
+		return idle[len(idle)-1], nil
 	}
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(int16(kmsg.Fetch), v)
@@ -368,15 +404,21 @@ func (k *Cleaner) client(v int16) (*kgo.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.clients[v] = cl
+	k.all = append(k.all, cl)
 	return cl, nil
 }
 
-// restore gives every batch kfake rebuilt the last offset and codec Apache Kafka keeps, and
-// puts back the markers kfake dropped.
-func (k *Cleaner) restore(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
+// release makes a client of client's idle again.
+func (k *Cleaner) release(v int16, cl *kgo.Client) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.clients[v] = append(k.clients[v], cl)
+}
+
+// restore gives a fetch answer the log starts the Cleaner keeps, every batch kfake rebuilt
+// the last offset and codec Apache Kafka keeps, and puts back the markers kfake dropped. The
+// caller holds k.mu.
+func (k *Cleaner) restore(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
 	fetchOffsets := map[cleanedPartition]int64{}
 	for _, rt := range req.Topics {
 		id := k.topicID(req.Version, rt.TopicID, rt.Topic)
@@ -390,9 +432,7 @@ func (k *Cleaner) restore(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			tp := cleanedPartition{id, rp.Partition}
-			if ks, ok := k.starts[tp]; ok && ks.at < rp.LogStartOffset {
-				rp.LogStartOffset = ks.at
-			}
+			rp.LogStartOffset = k.keptStart(tp, rp.LogStartOffset)
 			if kept := k.kept[tp]; kept != nil {
 				rp.RecordBatches = restoreBatches(rp.RecordBatches, kept)
 			}
@@ -401,6 +441,22 @@ func (k *Cleaner) restore(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
 			}
 		}
 	}
+}
+
+// logStart is the log start of a partition of topic id (kfake's, kfakeStart) that readers
+// see: the one the Cleaner keeps below kfake's, if any.
+func (k *Cleaner) logStart(id [16]byte, partition int32, kfakeStart int64) int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.keptStart(cleanedPartition{id, partition}, kfakeStart)
+}
+
+// keptStart is logStart; the caller holds k.mu.
+func (k *Cleaner) keptStart(tp cleanedPartition, kfakeStart int64) int64 {
+	if ks, ok := k.starts[tp]; ok && ks.at < kfakeStart {
+		return ks.at
+	}
+	return kfakeStart
 }
 
 // topicID is the id of a topic a request names by id (Fetch v13+) or by name.

@@ -3,6 +3,7 @@ package kafkatest
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,6 +212,84 @@ func TestStrictCleanerKeepsTheLogStartAtAMarker(t *testing.T) {
 				t.Fatalf("after DeleteRecords(%d) the log starts at %d", at, got)
 			}
 		}
+	}
+}
+
+// markerFirst is a cleaned topic "c" whose first batch is an aborted transaction's marker
+// (offset 1), which the Cleaner keeps and kfake dropped: the log starts at 1 for readers,
+// kfake's own at 3. Clean cleans it; the log ends at 5.
+func markerFirst(t *testing.T) (c *Cluster, cl *kgo.Client, clean func()) {
+	t.Helper()
+	// Apache Kafka refuses DeleteRecords unless the policy has delete.
+	c, cl, clean = cleanerCase(t, true, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact,delete")})
+	now := time.Now().UnixMilli() // older records would fall to retention
+	txp := c.Client(t, kgo.TransactionalID("aborts"), kgo.DefaultProduceTopic("c"))
+	transaction(testCtx(t), t, txp, kgo.TryAbort, &kgo.Record{Key: []byte("a"), Value: []byte("x")})
+	waitOffsets(t, cl, "c", 0, offsets{0, 2, 2})
+	for i := range 3 { // 2, 3 and 4, the active batch, which is never cleaned
+		mustProduce(t, cl, "c", 0, kv("b", fmt.Sprint(i), now))
+	}
+	return c, cl, clean
+}
+
+// A fetch waiting for records while a Clean runs is answered with the log start the Cleaner
+// keeps, not the one kfake moved meanwhile (a mirror copies it to its destination: seed
+// 415529436 of the datapath's randomized test).
+func TestStrictCleanerAnswersALongPollAcrossAClean(t *testing.T) {
+	c, cl, clean := markerFirst(t)
+	waiting := make(chan struct{})
+	var once sync.Once
+	c.Fake().ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake().KeepControl()
+		if kreq.(*kmsg.FetchRequest).MaxWaitMillis == 10_000 { // the fetch below, as kfake gets it
+			once.Do(func() { close(waiting) })
+		}
+		return nil, nil, false
+	})
+	req, br := fetchRequest(t, c, "c", map[int32]int64{0: 5}, 10*time.Second)
+	type answer struct {
+		resp *kmsg.FetchResponse
+		err  error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		resp, err := req.RequestWith(testCtx(t), br)
+		answers <- answer{resp, err}
+	}()
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fetch never reached kfake")
+	}
+	clean()
+	mustProduce(t, cl, "c", 0, kv("z", "5", time.Now().UnixMilli()))
+	a := <-answers
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if len(a.resp.Topics) != 1 || len(a.resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("answer %+v", a.resp)
+	}
+	if p := a.resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.LogStartOffset != 1 || p.HighWatermark != 6 {
+		t.Fatalf("answer: error %v, log start %d, high watermark %d; want none, 1, 6", kerr.ErrorForCode(p.ErrorCode), p.LogStartOffset, p.HighWatermark)
+	}
+}
+
+// Fetch faults injected on a cleaned cluster are served, with the log start the Cleaner keeps.
+func TestStrictCleanerServesFetchFaults(t *testing.T) {
+	c, _, clean := markerFirst(t)
+	clean()
+	faults := c.EmptyFetches(t, "c", 0, 1)
+	resp := sessionlessFetch(t, c, "c", 1)
+	if hw, n, err := answered(resp); hw != 5 || n != 0 || err != nil {
+		t.Fatalf("empty answer: hw %d, %d batches, %v; want hw 5, no batches, no error", hw, n, err)
+	}
+	if got := resp.Topics[0].Partitions[0].LogStartOffset; got != 1 {
+		t.Fatalf("empty answer: log start %d, want the marker's, 1", got)
+	}
+	faults.Wait(t, time.Second)
+	if hw, n, err := answered(sessionlessFetch(t, c, "c", 1)); hw != 5 || n != 3 || err != nil {
+		t.Fatalf("after the fault: hw %d, %d batches, %v; want the marker and two batches", hw, n, err)
 	}
 }
 

@@ -25,6 +25,11 @@ import (
 
 // FetchFaults counts the fetches answered by EmptyFetches or ThrottleFetches.
 type FetchFaults struct {
+	topic     string
+	partition int32
+	id        [16]byte
+	answer    func(req *kmsg.FetchRequest, state func(int32) *partitionState) *kmsg.FetchResponse
+
 	mu   sync.Mutex
 	left int
 	done chan struct{} // closed when every fault was served
@@ -81,40 +86,90 @@ func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer
 		t.Fatalf("kafkatest: fetch faults: no topic %q on %s", topic, c.id)
 		return nil
 	}
-	f := &FetchFaults{left: n, done: make(chan struct{})}
-	c.fake.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.fake.KeepControl()
-		select {
-		case <-f.done:
-			c.fake.DropControl()
-			return nil, nil, false
-		default:
+	f := &FetchFaults{topic: topic, partition: partition, id: info.TopicID, answer: answer, left: n, done: make(chan struct{})}
+	c.controlFetches(func(fc *fetchControl) { fc.faults = append(fc.faults, f) })
+	return f
+}
+
+// fetchControl is a kfake cluster's one Fetch control: the faults waiting to be served
+// first, then the Cleaner, if any; every other fetch kfake answers. One control, so that a
+// fault answers with the log start the Cleaner keeps, and the Cleaner answers every other
+// fetch.
+type fetchControl struct {
+	mu      sync.Mutex
+	faults  []*FetchFaults // in the order injected; served ones leave
+	cleaner *Cleaner
+}
+
+// controlFetches changes the cluster's fetch control, installing it first.
+func (c *Cluster) controlFetches(change func(*fetchControl)) {
+	c.fetchOnce.Do(func() { c.fake.ControlKey(int16(kmsg.Fetch), c.serveFetch) })
+	c.fetches.mu.Lock()
+	defer c.fetches.mu.Unlock()
+	change(&c.fetches)
+}
+
+func (c *Cluster) serveFetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
+	c.fake.KeepControl()
+	req := kreq.(*kmsg.FetchRequest)
+	if req.Rack == cleanerRack { // the Cleaner's own fetches read kfake's log
+		return nil, nil, false
+	}
+	fc := &c.fetches
+	fc.mu.Lock()
+	fc.faults = slices.DeleteFunc(fc.faults, (*FetchFaults).served)
+	faults, k := slices.Clone(fc.faults), fc.cleaner
+	fc.mu.Unlock()
+	if req.Rack != readerRack { // faults are for the mirror, not the comparator
+		for _, f := range faults {
+			if resp := f.serve(c, req, k); resp != nil {
+				return resp, nil, true
+			}
 		}
-		req := kreq.(*kmsg.FetchRequest)
-		if req.Rack == cleanerRack || req.Rack == readerRack || c.fake.LeaderFor(topic, partition) != c.fake.CurrentNode() {
-			return nil, nil, false
-		}
-		if resp := withoutSession(req); resp != nil {
-			return resp, nil, true
-		}
-		if len(req.Topics) != 1 ||
-			!slices.ContainsFunc(req.Topics[0].Partitions, func(p kmsg.FetchRequestTopicPartition) bool { return p.Partition == partition }) ||
-			(req.Version >= 13 && req.Topics[0].TopicID != info.TopicID) || (req.Version < 13 && req.Topics[0].Topic != topic) {
-			return nil, nil, false
-		}
-		resp := answer(req, func(p int32) *partitionState {
-			pi := c.fake.PartitionInfo(topic, p)
-			if pi == nil || c.fake.LeaderFor(topic, p) != c.fake.CurrentNode() {
+	}
+	if k != nil {
+		return k.fetch(req)
+	}
+	return nil, nil, false
+}
+
+// serve answers req with a fault, or returns nil when the fault does not apply to it.
+func (f *FetchFaults) serve(c *Cluster, req *kmsg.FetchRequest, k *Cleaner) kmsg.Response {
+	if f.served() || c.fake.LeaderFor(f.topic, f.partition) != c.fake.CurrentNode() {
+		return nil
+	}
+	if resp := withoutSession(req); resp != nil {
+		return resp
+	}
+	if len(req.Topics) != 1 ||
+		!slices.ContainsFunc(req.Topics[0].Partitions, func(p kmsg.FetchRequestTopicPartition) bool { return p.Partition == f.partition }) ||
+		(req.Version >= 13 && req.Topics[0].TopicID != f.id) || (req.Version < 13 && req.Topics[0].Topic != f.topic) {
+		return nil
+	}
+	var resp *kmsg.FetchResponse
+	read := func() error {
+		resp = f.answer(req, func(p int32) *partitionState {
+			pi := c.fake.PartitionInfo(f.topic, p)
+			if pi == nil || c.fake.LeaderFor(f.topic, p) != c.fake.CurrentNode() {
 				return nil
 			}
-			return &partitionState{logStart: pi.LogStartOffset, hw: pi.HighWatermark, lso: pi.LastStableOffset}
+			logStart := pi.LogStartOffset
+			if k != nil {
+				logStart = k.logStart(f.id, p, logStart)
+			}
+			return &partitionState{logStart: logStart, hw: pi.HighWatermark, lso: pi.LastStableOffset}
 		})
-		if resp == nil || !f.take() {
-			return nil, nil, false
-		}
-		return resp, nil, true
-	})
-	return f
+		return nil
+	}
+	if k == nil {
+		_ = read()
+	} else {
+		_ = k.consistent(read, func() {}) // the answer holds no records to restore
+	}
+	if resp == nil || !f.take() {
+		return nil
+	}
+	return resp
 }
 
 // withoutSession makes fetches to a partition's leader list every partition while a fault
@@ -131,6 +186,16 @@ func withoutSession(req *kmsg.FetchRequest) kmsg.Response {
 	}
 	req.SessionEpoch = -1
 	return nil
+}
+
+// served tells whether every fault was served.
+func (f *FetchFaults) served() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // take counts one fault served; false once all were.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -18,13 +19,24 @@ func sessionlessFetch(t *testing.T, c *Cluster, topic string, offset int64) *kms
 // one sessionless fetch, as the mirror's fetcher does.
 func fetchPartitions(t *testing.T, c *Cluster, topic string, offsets map[int32]int64) *kmsg.FetchResponse {
 	t.Helper()
-	ctx := testCtx(t)
-	meta, err := describeTopic(ctx, c.internal, topic)
+	req, br := fetchRequest(t, c, topic, offsets, 0)
+	resp, err := req.RequestWith(testCtx(t), br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// fetchRequest is a sessionless fetch of partitions of topic (all led by one broker) from
+// their offsets that waits up to maxWait for records, and the broker to send it to.
+func fetchRequest(t *testing.T, c *Cluster, topic string, offsets map[int32]int64, maxWait time.Duration) (*kmsg.FetchRequest, *kgo.Broker) {
+	t.Helper()
+	meta, err := describeTopic(testCtx(t), c.internal, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, 0, 1, 1<<20, -1
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, int32(maxWait.Milliseconds()), 1, 1<<20, -1
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic, rt.TopicID = topic, meta.id
 	for p, offset := range offsets {
@@ -33,11 +45,7 @@ func fetchPartitions(t *testing.T, c *Cluster, topic string, offsets map[int32]i
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.Client(t).Broker(int(meta.leaders[0])))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
+	return req, c.Client(t).Broker(int(meta.leaders[0]))
 }
 
 func answered(resp *kmsg.FetchResponse) (hw int64, batches int, err error) {
