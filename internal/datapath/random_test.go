@@ -22,11 +22,11 @@ import (
 // Kafka's batch shape), log start moves, empty and throttled fetch answers and kills of the
 // mirror at random moments, and then the comparator must find no difference.
 //
-// The default run takes seeds 1..10 and foundSeeds; KAFKAMIRROR_RANDOM_SEEDS=N runs seeds
+// The default run takes seeds 1..30 and foundSeeds; KAFKAMIRROR_RANDOM_SEEDS=N runs seeds
 // 1..N, KAFKAMIRROR_RANDOM_SEEDS=fresh:N runs N fresh seeds (each printed) for a longer hunt,
 // and KAFKAMIRROR_RANDOM_SEED=S reproduces one seed.
 func TestMirrorRandomized(t *testing.T) {
-	for _, seed := range randomSeeds(t, append(seedRange(10), foundSeeds...)) {
+	for _, seed := range randomSeeds(t, append(seedRange(30), foundSeeds...)) {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
 			t.Logf("reproduce with KAFKAMIRROR_RANDOM_SEED=%d go test -run 'TestMirrorRandomized/seed-%d$' ./internal/datapath", seed, seed)
 			src, dst := kafkatest.Pair(t)
