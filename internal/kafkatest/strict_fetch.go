@@ -23,22 +23,29 @@ import (
 //     all, error NONE and the throttle time (KafkaApis.handleFetchRequest,
 //     FetchContext.getThrottledResponse), and expects the client to wait that long.
 
-// FetchFaults counts the fetches answered by EmptyFetches or ThrottleFetches.
-type FetchFaults struct {
-	topic     string
-	partition int32
-	id        [16]byte
-	answer    func(req *kmsg.FetchRequest, state func(int32) *partitionState) *kmsg.FetchResponse
-
+// Faults counts the requests answered by an injected fault (EmptyFetches, ThrottleFetches,
+// LagHighWatermark, ...).
+type Faults struct {
 	mu   sync.Mutex
 	left int
 	done chan struct{} // closed when every fault was served
 }
 
+func newFaults(n int) *Faults { return &Faults{left: n, done: make(chan struct{})} }
+
+// fetchFault answers the fetches of one topic's partition.
+type fetchFault struct {
+	*Faults
+	topic     string
+	partition int32
+	id        [16]byte
+	answer    func(req *kmsg.FetchRequest, state func(int32) *partitionState) *kmsg.FetchResponse
+}
+
 // EmptyFetches answers the next n fetches (made sessionless: withoutSession) of topic's
 // partition below its high watermark with no records. The other partitions of such a fetch
 // get no records either, as from a broker whose answer reached its byte limit.
-func (c *Cluster) EmptyFetches(t TB, topic string, partition int32, n int) *FetchFaults {
+func (c *Cluster) EmptyFetches(t TB, topic string, partition int32, n int) *Faults {
 	t.Helper()
 	return c.fetchFaults(t, topic, partition, n, func(req *kmsg.FetchRequest, state func(int32) *partitionState) *kmsg.FetchResponse {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -62,7 +69,7 @@ func (c *Cluster) EmptyFetches(t TB, topic string, partition int32, n int) *Fetc
 
 // ThrottleFetches answers the next n fetches (made sessionless) of topic's partition with no
 // partitions and the throttle time.
-func (c *Cluster) ThrottleFetches(t TB, topic string, partition int32, n int, throttle time.Duration) *FetchFaults {
+func (c *Cluster) ThrottleFetches(t TB, topic string, partition int32, n int, throttle time.Duration) *Faults {
 	t.Helper()
 	return c.fetchFaults(t, topic, partition, n, func(req *kmsg.FetchRequest, _ func(int32) *partitionState) *kmsg.FetchResponse {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -75,7 +82,7 @@ type partitionState struct{ logStart, hw, lso int64 }
 
 // fetchFaults answers matching fetches with answer's response (nil: let kfake answer), which
 // reads each partition's state with state (nil: not led here).
-func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer func(req *kmsg.FetchRequest, state func(int32) *partitionState) *kmsg.FetchResponse) *FetchFaults {
+func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer func(req *kmsg.FetchRequest, state func(int32) *partitionState) *kmsg.FetchResponse) *Faults {
 	t.Helper()
 	if c.fake == nil {
 		t.Fatalf("kafkatest: fetch faults need a kfake cluster, %s is real Kafka", c.id)
@@ -86,9 +93,9 @@ func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer
 		t.Fatalf("kafkatest: fetch faults: no topic %q on %s", topic, c.id)
 		return nil
 	}
-	f := &FetchFaults{topic: topic, partition: partition, id: info.TopicID, answer: answer, left: n, done: make(chan struct{})}
+	f := &fetchFault{Faults: newFaults(n), topic: topic, partition: partition, id: info.TopicID, answer: answer}
 	c.controlFetches(func(fc *fetchControl) { fc.faults = append(fc.faults, f) })
-	return f
+	return f.Faults
 }
 
 // fetchControl is a kfake cluster's one Fetch control: the faults waiting to be served
@@ -97,7 +104,7 @@ func (c *Cluster) fetchFaults(t TB, topic string, partition int32, n int, answer
 // fetch.
 type fetchControl struct {
 	mu      sync.Mutex
-	faults  []*FetchFaults // in the order injected; served ones leave
+	faults  []*fetchFault // in the order injected; served ones leave
 	cleaner *Cleaner
 }
 
@@ -117,7 +124,7 @@ func (c *Cluster) serveFetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	}
 	fc := &c.fetches
 	fc.mu.Lock()
-	fc.faults = slices.DeleteFunc(fc.faults, (*FetchFaults).served)
+	fc.faults = slices.DeleteFunc(fc.faults, (*fetchFault).served)
 	faults, k := slices.Clone(fc.faults), fc.cleaner
 	fc.mu.Unlock()
 	if req.Rack != readerRack { // faults are for the mirror, not the comparator
@@ -134,7 +141,7 @@ func (c *Cluster) serveFetch(kreq kmsg.Request) (kmsg.Response, error, bool) {
 }
 
 // serve answers req with a fault, or returns nil when the fault does not apply to it.
-func (f *FetchFaults) serve(c *Cluster, req *kmsg.FetchRequest, k *Cleaner) kmsg.Response {
+func (f *fetchFault) serve(c *Cluster, req *kmsg.FetchRequest, k *Cleaner) kmsg.Response {
 	if f.served() || c.fake.LeaderFor(f.topic, f.partition) != c.fake.CurrentNode() {
 		return nil
 	}
@@ -188,8 +195,11 @@ func withoutSession(req *kmsg.FetchRequest) kmsg.Response {
 	return nil
 }
 
+// Served is closed once every fault was served.
+func (f *Faults) Served() <-chan struct{} { return f.done }
+
 // served tells whether every fault was served.
-func (f *FetchFaults) served() bool {
+func (f *Faults) served() bool {
 	select {
 	case <-f.done:
 		return true
@@ -199,7 +209,7 @@ func (f *FetchFaults) served() bool {
 }
 
 // take counts one fault served; false once all were.
-func (f *FetchFaults) take() bool {
+func (f *Faults) take() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.left == 0 {
@@ -212,14 +222,14 @@ func (f *FetchFaults) take() bool {
 }
 
 // Wait waits until every fault was served.
-func (f *FetchFaults) Wait(t TB, timeout time.Duration) {
+func (f *Faults) Wait(t TB, timeout time.Duration) {
 	t.Helper()
 	select {
 	case <-f.done:
 	case <-time.After(timeout):
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		t.Fatalf("kafkatest: %d fetch faults not served after %v", f.left, timeout)
+		t.Fatalf("kafkatest: %d faults not served after %v", f.left, timeout)
 	}
 }
 

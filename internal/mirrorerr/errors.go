@@ -94,6 +94,22 @@ func (e *DestinationAheadError) Error() string {
 		e.Topic, e.Partition, e.DestinationEnd, e.SourceHighWatermark)
 }
 
+// SourceBehindError means the source's high watermark lies below the destination's end
+// while the source leader's log holds the offsets in between: a leader elected a moment ago
+// has not learnt its predecessor's high watermark yet. Retrying waits for it.
+type SourceBehindError struct {
+	Topic               string
+	Partition           int32
+	DestinationEnd      int64
+	SourceHighWatermark int64
+	SourceLogEnd        int64
+}
+
+func (e *SourceBehindError) Error() string {
+	return fmt.Sprintf("source %s[%d]: its high watermark %d is below the destination end %d while its leader's log, which ends at %d, holds those offsets: a source leader elected a moment ago learns the high watermark from its followers; waiting for it",
+		e.Topic, e.Partition, e.SourceHighWatermark, e.DestinationEnd, e.SourceLogEnd)
+}
+
 // ForeignWriteError means the destination partition holds offsets the mirror never wrote:
 // something else wrote to a topic that is read-only while mirrored.
 type ForeignWriteError struct {

@@ -26,6 +26,8 @@ func TestClassify(t *testing.T) {
 		{"a dial timeout", &net.OpError{Op: "dial", Err: context.DeadlineExceeded}, mirrorerr.SessionRetries},
 		{"a pipeline reordered", kerr.OutOfOrderSequenceNumber, mirrorerr.SessionRetries},
 		{"a replayed transaction fenced", kerr.ProducerFenced, mirrorerr.SessionRetries},
+		{"a source leader's high watermark behind", &mirrorerr.SourceBehindError{Topic: "t", DestinationEnd: 6, SourceHighWatermark: 5, SourceLogEnd: 6}, mirrorerr.SessionRetries},
+		{"a destination past the source's log", &mirrorerr.DestinationAheadError{Topic: "t", DestinationEnd: 6, SourceHighWatermark: 5}, mirrorerr.OperatorActs},
 		{"a broker refusing the records", kerr.InvalidRecord, mirrorerr.RunnerRetries},
 		{"a missing ACL", mirrorerr.WrapAuth("destination", "write to t", kerr.TopicAuthorizationFailed), mirrorerr.RunnerRetries},
 		{"a foreign write", &mirrorerr.OffsetMismatchError{Topic: "t", Expected: 5, Actual: 6}, mirrorerr.OperatorActs},
