@@ -784,28 +784,20 @@ func (s *session) outOfRange(ctx context.Context, offset int64) error {
 	return kerr.OffsetOutOfRange // raced with a log start change; try again
 }
 
-// aheadOfSource explains a destination end past the source high watermark hw. A leader
-// elected a moment ago learns the high watermark its predecessor advertised only from its
-// followers' next fetches (the old leader, following it, logs "Non-monotonic update of high
-// watermark"), so for a while its high watermark lies below offsets its log holds and the
-// destination already copied: while the source's log (its leader's log end, which
-// OffsetForLeaderEpoch of the current epoch answers) holds the destination's end, the session
-// waits for it (a retriable SourceBehindError); a log that ends below the destination's end
-// diverged from it. Once the high watermark is back, the lineage and last-entry checks of the
-// session start compare what both hold.
+// aheadOfSource explains a destination end past the source high watermark hw: the source's
+// log ends below it (the logs diverged), or a source leader elected a moment ago has not
+// learnt its predecessor's high watermark yet (kafkareq's HighWatermarkBehind), which the
+// session waits for. Once the high watermark is back, the lineage and last-entry checks of
+// the session start compare what both hold.
 func (s *session) aheadOfSource(ctx context.Context, dstEnd, hw int64) error {
-	ahead := &mirrorerr.DestinationAheadError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, DestinationEnd: dstEnd, SourceHighWatermark: hw}
-	if s.src.Epoch < 0 { // a broker without leader epochs cannot tell its log end
-		return ahead
-	}
-	logEnd, err := s.m.src.EpochEnd(ctx, s.src, s.cfg.Topic, s.cfg.Partition, s.src.Epoch)
+	behind, err := s.m.src.HighWatermarkBehind(ctx, s.src, s.cfg.Topic, s.cfg.Partition, dstEnd, hw)
 	if err != nil {
 		return err
 	}
-	if logEnd < dstEnd {
-		return ahead
+	if behind != nil {
+		return behind
 	}
-	return &mirrorerr.SourceBehindError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, DestinationEnd: dstEnd, SourceHighWatermark: hw, SourceLogEnd: logEnd}
+	return &mirrorerr.DestinationAheadError{Topic: s.cfg.Topic, Partition: s.cfg.Partition, DestinationEnd: dstEnd, SourceHighWatermark: hw}
 }
 
 // alignToLogStart has the destination move to the source log start, above its end: what lies

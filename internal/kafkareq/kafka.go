@@ -259,6 +259,23 @@ func (c Cluster) EpochEnd(ctx context.Context, meta TopicMeta, topic string, par
 	return p.EndOffset, nil
 }
 
+// HighWatermarkBehind returns a SourceBehindError when the partition's high watermark hw lies
+// below end while its leader's log (OffsetForLeaderEpoch of the current epoch answers its log
+// end) holds the offsets up to end: a leader elected a moment ago learns the high watermark
+// its predecessor advertised only from its followers' next fetches, so for a while it answers
+// one below offsets its log holds and readers of the old leader read. Nil when its log ends
+// below end too, or the broker keeps no leader epochs (meta.Epoch < 0).
+func (c Cluster) HighWatermarkBehind(ctx context.Context, meta TopicMeta, topic string, partition int32, end, hw int64) (*mirrorerr.SourceBehindError, error) {
+	if meta.Epoch < 0 {
+		return nil, nil
+	}
+	logEnd, err := c.EpochEnd(ctx, meta, topic, partition, meta.Epoch)
+	if err != nil || logEnd < end {
+		return nil, err
+	}
+	return &mirrorerr.SourceBehindError{Topic: topic, Partition: partition, DestinationEnd: end, SourceHighWatermark: hw, SourceLogEnd: logEnd}, nil
+}
+
 // Offsets returns a partition's log start and high watermark (read_uncommitted end).
 func (c Cluster) Offsets(ctx context.Context, topic string, partition int32) (start, end int64, err error) {
 	if start, err = c.ListOffset(ctx, topic, partition, -2); err != nil {

@@ -35,7 +35,7 @@ func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, p
 	}
 	var diverged *divergence
 	for p := range int32(partitions) {
-		if diverged, err = e.checkDestination(ctx, partitionKey{mirror, topic, p}, src); err != nil || diverged != nil {
+		if diverged, err = e.checkDestinationSettled(ctx, partitionKey{mirror, topic, p}, src); err != nil || diverged != nil {
 			break
 		}
 	}
@@ -63,6 +63,28 @@ func (e *Engine) recreateIfDiverged(ctx context.Context, mirror, topic string, p
 	}
 	return e.waitTopicGone(ctx, topic)
 }
+
+// checkDestinationSettled is checkDestination, asked again for up to sourceBehindWait while
+// a source leader elected a moment ago has not learnt its high watermark yet.
+func (e *Engine) checkDestinationSettled(ctx context.Context, k partitionKey, src kafkareq.Cluster) (*divergence, error) {
+	deadline := time.Now().Add(sourceBehindWait)
+	for {
+		d, err := e.checkDestination(ctx, k, src)
+		var behind *mirrorerr.SourceBehindError
+		if !errors.As(err, &behind) || time.Now().After(deadline) {
+			return d, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// sourceBehindWait bounds the start command's wait for a source high watermark: its
+// followers' next fetches (milliseconds) tell a new leader.
+const sourceBehindWait = 10 * time.Second
 
 func (e *Engine) waitTopicGone(ctx context.Context, topic string) error {
 	for {

@@ -162,6 +162,20 @@ func (e *Engine) judge(ctx context.Context, k partitionKey, src kafkareq.Cluster
 			return nil, err
 		}
 	}
+	if srcEnd := srcOffsets.End.Offset; dstEnd > srcEnd {
+		// Not a divergence while the source leader's log holds the destination's end: a
+		// leader elected a moment ago answers a high watermark below it for a while.
+		meta, err := src.Metadata(ctx, k.topic, k.partition)
+		if err != nil {
+			return nil, err
+		}
+		if behind, err := src.HighWatermarkBehind(ctx, meta, k.topic, k.partition, dstEnd, srcEnd); err != nil || behind != nil {
+			if err == nil {
+				err = behind
+			}
+			return nil, err
+		}
+	}
 	probe := partitionProbe{ctx: ctx, src: src, dst: e.dst, topic: k.topic, partition: k.partition}
 	d, err := judgeDestination(logRange{srcOffsets.Start.Offset, srcOffsets.End.Offset}, logRange{dstStart, dstEnd}, probe)
 	if d != nil {

@@ -264,3 +264,24 @@ func TestEngineContinuesAfterLosingPartitionRecords(t *testing.T) {
 		t.Fatal("the destination topic was recreated")
 	}
 }
+
+// A restart with divergence = "recreate" right after a source leader election, whose new
+// leader answers a high watermark below offsets the destination already holds (its log holds
+// them too): neither the start command nor PREPARING takes the destination for diverged.
+// Nothing is deleted and mirroring goes on.
+func TestEngineRestartBesideALaggingSourceHighWatermark(t *testing.T) {
+	src, dst, e, prod := mirrored(t, 1, 40)
+	topicCmd(t, e.StopMirrorTopics, "m", "t")
+	waitState(t, e, "m", "t", 1, partitionstate.StateStopped)
+	id := topicID(t, dst, "t")
+
+	lag := src.LagHighWatermark(t, "t", 0, 5, 6)
+	start(t, e, "m", "t", "recreate")
+	waitState(t, e, "m", "t", 1, partitionstate.StateMirroring)
+	lag.Wait(t, 30*time.Second)
+	if topicID(t, dst, "t") != id {
+		t.Fatal("the destination topic was recreated: a lagging source high watermark was taken for a divergence")
+	}
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 0, 5, "more")...)
+	kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
+}
