@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -93,16 +94,21 @@ func (c *Cluster) EndOffsets(t TB, topic string) map[int32]int64 {
 }
 
 // DeleteRecords moves the log start of topic's partition to at, as retention or an operator
-// does.
+// does. A retriable error is asked again: Apache Kafka's leader moves its log start at once but
+// answers only once every in-sync follower followed, and a follower of a leader elected a
+// moment ago, on a loaded machine, may not within the request's timeout (REQUEST_TIMED_OUT).
 func (c *Cluster) DeleteRecords(t TB, topic string, partition int32, at int64) {
 	t.Helper()
-	res, err := c.Admin(t).DeleteRecords(context.Background(), kadm.Offsets{topic: {partition: {Topic: topic, Partition: partition, At: at, LeaderEpoch: -1}}})
-	if err == nil {
-		err = res.Error()
-	}
-	if err != nil {
-		t.Fatalf("DeleteRecords of %s[%d] at %d on %s: %v", topic, partition, at, c.ID(), err)
-	}
+	WaitFor(t, time.Minute, fmt.Sprintf("DeleteRecords of %s[%d] at %d on %s", topic, partition, at, c.ID()), func() (bool, string) {
+		res, err := c.Admin(t).DeleteRecords(context.Background(), kadm.Offsets{topic: {partition: {Topic: topic, Partition: partition, At: at, LeaderEpoch: -1}}})
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil && !kerr.IsRetriable(err) {
+			t.Fatalf("DeleteRecords of %s[%d] at %d on %s: %v", topic, partition, at, c.ID(), err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 // RawBatches are the record batches a partition holds from its log start to its high
