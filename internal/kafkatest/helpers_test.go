@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"strings"
 	"testing"
 	"time"
 
@@ -416,4 +417,14 @@ type fakeTB struct {
 
 func (f *fakeTB) Fatalf(format string, args ...any) {
 	f.failed = fmt.Sprintf(format, args...)
+}
+
+// A test repeated in one process (-test.count) gets topics of its own: the shared real-broker
+// clusters still hold the names its earlier run created.
+func TestTopicForNamesARepeatedTestAnew(t *testing.T) {
+	first, again := TopicFor(t, "x"), TopicFor(t, "x")
+	const name = "TestTopicForNamesARepeatedTestAnew.x"
+	if !strings.HasPrefix(first, name) || !strings.HasPrefix(again, name) || again == first {
+		t.Fatalf("TopicFor gave %q, then %q: want two names, each after the test", first, again)
+	}
 }

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
+	"github.com/twmb/franz-go/pkg/kmsg")
 
 // Helpers the mirror tests of several packages share: records to write, writing them, and
 // reading what a partition holds.
@@ -69,14 +69,26 @@ func (c *Cluster) ManualProducer(t TB, opts ...kgo.Opt) *kgo.Client {
 }
 
 // TopicFor names a topic after the running (sub)test, so scenarios on shared clusters keep
-// out of each other's way.
+// out of each other's way. A name given before in this process (a test repeated with
+// -test.count) gets a run number: the shared clusters still hold the earlier run's topic.
 func TopicFor(t interface{ Name() string }, suffix string) string {
 	name := strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
 	if suffix != "" {
 		name += "." + suffix
 	}
+	topicsGivenMu.Lock()
+	defer topicsGivenMu.Unlock()
+	topicsGiven[name]++
+	if n := topicsGiven[name]; n > 1 {
+		name += ".run" + strconv.Itoa(n)
+	}
 	return name
 }
+
+var (
+	topicsGivenMu sync.Mutex
+	topicsGiven   = map[string]int{}
+)
 
 // EndOffsets are the end offsets of topic's partitions.
 func (c *Cluster) EndOffsets(t TB, topic string) map[int32]int64 {
