@@ -13,7 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg")
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
+)
 
 // Helpers the mirror tests of several packages share: records to write, writing them, and
 // reading what a partition holds.
@@ -106,16 +109,14 @@ func (c *Cluster) EndOffsets(t TB, topic string) map[int32]int64 {
 }
 
 // DeleteRecords moves the log start of topic's partition to at, as retention or an operator
-// does. A retriable error is asked again: Apache Kafka's leader moves its log start at once but
-// answers only once every in-sync follower followed, and a follower of a leader elected a
-// moment ago, on a loaded machine, may not within the request's timeout (REQUEST_TIMED_OUT).
+// does, the way the worker does (kafkareq: done once the leader's log start is there, though
+// a follower may not have taken it yet). A retriable error is asked again: a leader elected a
+// moment ago may not be the one the request reached.
 func (c *Cluster) DeleteRecords(t TB, topic string, partition int32, at int64) {
 	t.Helper()
+	cl := kafkareq.NewCluster(c.ID(), c.Client(t))
 	WaitFor(t, time.Minute, fmt.Sprintf("DeleteRecords of %s[%d] at %d on %s", topic, partition, at, c.ID()), func() (bool, string) {
-		res, err := c.Admin(t).DeleteRecords(context.Background(), kadm.Offsets{topic: {partition: {Topic: topic, Partition: partition, At: at, LeaderEpoch: -1}}})
-		if err == nil {
-			err = res.Error()
-		}
+		err := cl.DeleteRecords(context.Background(), topic, partition, at)
 		if err != nil && !kerr.IsRetriable(err) {
 			t.Fatalf("DeleteRecords of %s[%d] at %d on %s: %v", topic, partition, at, c.ID(), err)
 		}
