@@ -143,10 +143,13 @@ func randomScenario(t *testing.T, seed uint64, src, dst *kafkatest.Cluster, topi
 	for i, c := range codecs {
 		plain[i] = src.ManualProducer(t, kgo.ProducerBatchCompression(c))
 	}
+	// A transaction may stay open for many steps, leader moves among them: far longer than
+	// kgo's default timeout (40 s), past which Apache Kafka's coordinator rolls it back and
+	// answers the commit INVALID_TXN_STATE (fresh seed 550329071).
 	txns := make([]*txnProducer, 3)
 	for i := range txns {
 		txns[i] = &txnProducer{cl: src.ManualProducer(t, kgo.TransactionalID(fmt.Sprintf("%s-app-%d", topic, i)),
-			kgo.ProducerBatchCompression(codecs[rng.IntN(len(codecs))]))}
+			kgo.TransactionTimeout(10*time.Minute), kgo.ProducerBatchCompression(codecs[rng.IntN(len(codecs))]))}
 	}
 	ctx := context.Background()
 	batch := func(p int32, n int, tag string) []*kgo.Record {
