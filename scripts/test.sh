@@ -5,7 +5,7 @@
 # tiers: on kfake clusters and on real Apache Kafka brokers.
 # Usage: ./scripts/test.sh [go test flags]
 # One tier alone: KAFKAMIRROR_TEST_TIERS=kfake (or =kafka) ./scripts/test.sh
-# Other Kafka versions: KAFKAMIRROR_KAFKA_VERSIONS=4.4.0,4.0.0 (newest first: the source side)
+# Other Kafka versions: KAFKAMIRROR_KAFKA_VERSIONS=4.4.0,4.0.0,3.9.1 (newest first: the source side)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/terraform.sh

@@ -214,6 +214,16 @@ rootLogger.appenderRef.file.ref = file
 		if err := os.WriteFile(filepath.Join(nd.dir, "log4j2.properties"), []byte(log4j), 0o644); err != nil {
 			return nil, fmt.Errorf("kafkatest: %w", err)
 		}
+		// Kafka 3.x logs through log4j 1 (reload4j), which reads a file of its own.
+		log4j1 := fmt.Sprintf(`log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=%s
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%%d] %%p %%m (%%c)%%n
+`, filepath.Join(nd.dir, "server.log"))
+		if err := os.WriteFile(filepath.Join(nd.dir, "log4j.properties"), []byte(log4j1), 0o644); err != nil {
+			return nil, fmt.Errorf("kafkatest: %w", err)
+		}
 		return nd, nil
 	}
 	if combined {
@@ -281,6 +291,7 @@ func (k *kafkaCluster) java(n *kafkaNode, args ...string) *exec.Cmd {
 	jargs := append(slices.Clone(k.jvmOptions),
 		"-Djava.awt.headless=true",
 		"-Dlog4j2.configurationFile="+filepath.Join(n.dir, "log4j2.properties"),
+		"-Dlog4j.configuration=file:"+filepath.Join(n.dir, "log4j.properties"),
 		"-cp", filepath.Join(k.libs, "*"),
 	)
 	cmd := exec.Command("java", append(jargs, args...)...)

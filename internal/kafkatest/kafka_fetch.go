@@ -13,11 +13,15 @@ import (
 	"strings"
 )
 
-// The Apache Kafka versions of the real-broker tier: the newest 4.x that Maven Central
-// serves, and the oldest 4.0.x, which the destination side of the version matrix runs.
+// The Apache Kafka versions of the real-broker tier: the newest that Maven Central serves,
+// and the last 3.x line, which the destination side of the version matrix runs too: many
+// clusters still run it, and it finalizes no transaction.version, so its transactions keep
+// one producer epoch and add partitions with AddPartitionsToTxn, as on 4.x clusters upgraded
+// from 3.x until their operators raise it; 4.x formats new clusters at transaction.version 2
+// (KIP-890: an epoch bump at every transaction's end, partitions added by the produce).
 const (
 	KafkaNewest = "4.4.0"
-	KafkaOldest = "4.0.0"
+	KafkaOldest = "3.9.1"
 )
 
 //go:embed maven/pom.xml
