@@ -372,7 +372,7 @@ func (c Cluster) ListOffsets(ctx context.Context, tps []TopicPartition, timestam
 }
 
 // DeleteRecords moves the partition's log start to offset. Apache Kafka's leader moves its
-// log start at once, then answers only when every in-sync follower took it, or
+// log start at once, then answers only when every replica on a live broker took it, or
 // REQUEST_TIMED_OUT: a follower that missed the new log start takes it with the partition's
 // next change (seen on 4.4: the previous leader, after two leader moves in a second, did not
 // for minutes on an idle partition). The log start is what readers see, so a leader already
