@@ -13,7 +13,7 @@ import (
 )
 
 // Apache Kafka's leader moves its log start at once and answers DeleteRecords
-// REQUEST_TIMED_OUT while an in-sync follower has not taken it: a leader already there is
+// REQUEST_TIMED_OUT while a replica has not taken it: a leader already there is
 // done, a leader below it is not.
 func TestDeleteRecordsIsDoneWhenTheLeaderMovedItsLogStart(t *testing.T) {
 	kafkatest.RequireFake(t)
@@ -29,8 +29,9 @@ func TestDeleteRecordsIsDoneWhenTheLeaderMovedItsLogStart(t *testing.T) {
 	// Every later DeleteRecords times out waiting for its followers.
 	c.Fake().ControlKey(int16(kmsg.DeleteRecords), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.Fake().KeepControl()
-		resp := req.(*kmsg.DeleteRecordsRequest).ResponseKind().(*kmsg.DeleteRecordsResponse)
-		for _, rt := range req.(*kmsg.DeleteRecordsRequest).Topics {
+		del := req.(*kmsg.DeleteRecordsRequest)
+		resp := del.ResponseKind().(*kmsg.DeleteRecordsResponse)
+		for _, rt := range del.Topics {
 			st := kmsg.NewDeleteRecordsResponseTopic()
 			st.Topic = rt.Topic
 			for _, rp := range rt.Partitions {
