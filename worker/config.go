@@ -57,6 +57,8 @@ type Config struct {
 	// FetchBufferBytes bounds the fetched bytes each mirrored partition holds ahead of its
 	// writes.
 	FetchBufferBytes int64
+	// FetchMemoryBytes bounds the fetched bytes all mirrored partitions hold together.
+	FetchMemoryBytes int64
 	Log              LogConfig
 	Group            GroupConfig
 }
@@ -144,6 +146,8 @@ var (
 	// Below 64 KiB a partition fetches a batch at a time; above 1 GiB one partition can hold
 	// more than a worker's memory.
 	fetchBufferRange = struct{ min, max int64 }{64 << 10, 1 << 30}
+	// Below 4 MiB a worker holds less than one partition's default buffer.
+	fetchMemoryRange = struct{ min, max int64 }{4 << 20, 64 << 30}
 )
 
 // minTokenLen is the shortest API token the worker accepts: a guessable token is no
@@ -159,6 +163,7 @@ func defaultConfig() Config {
 		Retry:            RetryConfig{InitialBackoff: kip.RetryInitialBackoff, MaxBackoff: kip.RetryMaxBackoff, MaxAttempts: kip.RetryMaxAttempts},
 		StallAfter:       mirrorengine.DefaultStallAfter,
 		FetchBufferBytes: datapath.DefaultFetchBufferBytes,
+		FetchMemoryBytes: datapath.DefaultFetchMemoryBytes,
 		Log:              LogConfig{Format: "json", Level: "info"},
 		Group:            GroupConfig{Name: membership.DefaultGroup, SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second},
 	}
@@ -292,6 +297,8 @@ var settings = []*setting{
 		set: duration(stallAfterRange, func(c *Config) *time.Duration { return &c.StallAfter })},
 	{key: "fetch_buffer_bytes", usage: fmt.Sprintf("fetched bytes each mirrored partition may hold ahead of its writes (its next fetches are in flight while it writes), %d to %d (default %d: a worker with many busy partitions holds about partitions × this much)", fetchBufferRange.min, fetchBufferRange.max, datapath.DefaultFetchBufferBytes),
 		set: integer(64, func(c *Config, n int64) { c.FetchBufferBytes = n })},
+	{key: "fetch_memory_bytes", usage: fmt.Sprintf("fetched bytes all mirrored partitions may hold together ahead of their writes, with the fetches in flight; when they do, fetching waits for the writes to make room, source brokers in turn, %d to %d (default %d)", fetchMemoryRange.min, fetchMemoryRange.max, datapath.DefaultFetchMemoryBytes),
+		set: integer(64, func(c *Config, n int64) { c.FetchMemoryBytes = n })},
 	{key: "group.name", usage: fmt.Sprintf("group of the workers that share the destination and split its work (default %s)", membership.DefaultGroup),
 		set: str(func(c *Config) *string { return &c.Group.Name })},
 	{key: "group.worker_id", usage: "this worker's name in the group (default: host name and API port)",
@@ -554,6 +561,9 @@ func (c *Config) validate(embedded bool) error {
 	}
 	if c.FetchBufferBytes < fetchBufferRange.min || c.FetchBufferBytes > fetchBufferRange.max {
 		return cfgErr("%s must be from %d to %d bytes, not %d", named("fetch_buffer_bytes"), fetchBufferRange.min, fetchBufferRange.max, c.FetchBufferBytes)
+	}
+	if c.FetchMemoryBytes < fetchMemoryRange.min || c.FetchMemoryBytes > fetchMemoryRange.max {
+		return cfgErr("%s must be from %d to %d bytes, not %d", named("fetch_memory_bytes"), fetchMemoryRange.min, fetchMemoryRange.max, c.FetchMemoryBytes)
 	}
 	if c.Group.Name == "" {
 		return cfgErr("%s must not be empty", named("group.name"))

@@ -83,6 +83,7 @@ log:
 state:
   topic: __custom_state
 fetch_buffer_bytes: 1048576
+fetch_memory_bytes: 67108864
 `)
 	env := map[string]string{
 		"KAFKAMIRROR_CONFIG":     file,
@@ -108,6 +109,7 @@ fetch_buffer_bytes: 1048576
 		{"retry", cfg.Retry, RetryConfig{time.Second, 10 * time.Second, 3}},
 		{"state topic", cfg.State.Topic, "__custom_state"},
 		{"fetch buffer from the file", cfg.FetchBufferBytes, int64(1 << 20)},
+		{"fetch memory from the file", cfg.FetchMemoryBytes, int64(64 << 20)},
 		{"bool flag without a value", cfg.Destination.TLS.Enabled, true},
 	}
 	for _, c := range checks {
@@ -228,6 +230,10 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 			[]string{"fetch_buffer_bytes", "not 2147483648"}, ""},
 		{"fetch buffer not a number", nil, with("KAFKAMIRROR_FETCH_BUFFER_BYTES", "4MiB"),
 			[]string{"KAFKAMIRROR_FETCH_BUFFER_BYTES", "not an integer"}, ""},
+		{"fetch memory below the floor", []string{"--fetch-memory-bytes", "1048576"}, ok,
+			[]string{"fetch_memory_bytes", "KAFKAMIRROR_FETCH_MEMORY_BYTES", "--fetch-memory-bytes", "from 4194304 to 68719476736 bytes, not 1048576"}, ""},
+		{"fetch memory above the ceiling", nil, with("KAFKAMIRROR_FETCH_MEMORY_BYTES", "137438953472"),
+			[]string{"fetch_memory_bytes", "not 137438953472"}, ""},
 		{"bad state topic", []string{"--state-topic", "a/b"}, ok, []string{"state.topic", `"a/b"`}, ""},
 		{"unknown file key", []string{"--config", badFile}, ok, []string{badFile, "line 3", `unknown setting "api.tokn"`}, ""},
 		{"nested aliases", []string{"--config", laughsFile}, ok, []string{laughsFile, "more than 64 YAML aliases"}, ""},
@@ -305,7 +311,7 @@ func TestConfigDefaults(t *testing.T) {
 	want.Destination.BootstrapServers = []string{"h:1"}
 	want.API.Token = "token-0123456789"
 	if cfg.API != want.API || cfg.State != want.State || cfg.Retry != want.Retry || cfg.Log != want.Log || cfg.SecretKey != "" ||
-		cfg.FetchBufferBytes != 4<<20 {
+		cfg.FetchBufferBytes != 4<<20 || cfg.FetchMemoryBytes != 256<<20 {
 		t.Fatalf("got %+v, want %+v", cfg, want)
 	}
 }

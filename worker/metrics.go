@@ -17,6 +17,8 @@ package main
 //	kafkamirror_source_fetch_partitions_total{broker}      partitions those requests carried
 //	kafkamirror_source_fetch_bytes_total{broker}           record bytes they returned
 //	kafkamirror_fetch_buffered_bytes{mirror,topic,partition}  fetched bytes waiting to be written
+//	kafkamirror_fetch_memory_bytes                         fetched bytes all partitions hold, with
+//	                                                       the fetches in flight (fetch_memory_bytes bounds it)
 //	kafkamirror_lone_markers_total{method}                 markers written alone (holes), by request:
 //	                                                       write_txn_markers (many per request) or
 //	                                                       end_txn (one transaction each)
@@ -83,7 +85,7 @@ type metrics struct {
 
 var _ datapath.Observer = (*metrics)(nil)
 
-func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
+func newMetrics(slot *engineSlot, fetchMemory *datapath.FetchMemory, log *slog.Logger) *metrics {
 	// Latencies from sub-millisecond (loopback) to tens of seconds (a stalled broker).
 	buckets := prometheus.ExponentialBuckets(0.0005, 2.5, 14)
 	m := &metrics{
@@ -138,7 +140,10 @@ func newMetrics(slot *engineSlot, log *slog.Logger) *metrics {
 	m.reg.MustRegister(m.records, m.bytes, m.fetch, m.produce, m.fetches, m.fetchedPartitions, m.fetchedBytes, m.buffered, m.loneMarkers, m.produces, m.producedParts, m.producedBytes, m.failures, m.retries, m.sessions, m.collector,
 		// go_gc_heap_live_bytes (the heap the last GC kept) measures memory per partition.
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kafkamirror_fetch_memory_bytes", Help: "Fetched bytes all partitions hold ahead of their writes, with the room taken by fetches in flight (bounded by fetch_memory_bytes).",
+		}, func() float64 { return float64(fetchMemory.Used()) }))
 	return m
 }
 

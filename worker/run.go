@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/datapath"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/embedded"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/membership"
@@ -226,7 +227,8 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 		"secret_key_set", cfg.SecretKey != "", "retry_max_attempts", cfg.Retry.MaxAttempts)
 
 	slot := &engineSlot{}
-	m := newMetrics(slot, log)
+	fetchMemory := datapath.NewFetchMemory(cfg.FetchMemoryBytes)
+	m := newMetrics(slot, fetchMemory, log)
 	grp := newGroup(log, 2*cfg.Group.SessionTimeout)
 	grp.dst = dst
 	m.reg.MustRegister(grp)
@@ -272,6 +274,7 @@ func run(ctx context.Context, cfg Config, emb embeddedOptions, stdout, stderr io
 			Retry:            partitionstate.RetryPolicy{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, MaxAttempts: cfg.Retry.MaxAttempts},
 			StallAfter:       cfg.StallAfter,
 			FetchBufferBytes: int(cfg.FetchBufferBytes),
+			FetchMemory:      fetchMemory,
 			Logger:           log,
 			Observer:         m,
 			Placement:        grp,

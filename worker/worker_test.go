@@ -126,6 +126,11 @@ func TestWorkerLifecycle(t *testing.T) {
 	if bytes, _ := metric(s, "kafkamirror_source_fetch_bytes_total", "broker", "0"); fetches == 0 || partitions < fetches || bytes == 0 {
 		t.Errorf("source fetch metrics of broker 0: %v fetches, %v partitions, %v bytes", fetches, partitions, bytes)
 	}
+	// The fetch memory: what the partitions hold and the fetches in flight may ask for, within
+	// fetch_memory_bytes (the default here).
+	if v, ok := metric(s, "kafkamirror_fetch_memory_bytes"); !ok || v < 0 || v > 256<<20 {
+		t.Errorf("kafkamirror_fetch_memory_bytes = %v (present %v), want 0 to 256 MiB", v, ok)
+	}
 	// One produce pipeline per destination broker: every batch counted as a partition of a request.
 	produces, _ := metric(s, "kafkamirror_destination_produces_total", "broker", "0")
 	produced, _ := metric(s, "kafkamirror_destination_produce_partitions_total", "broker", "0")

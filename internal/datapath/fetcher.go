@@ -67,6 +67,7 @@ type brokerFetcher struct {
 	key    brokerKey
 	src    kafkareq.Cluster
 	obs    Observer
+	mem    *FetchMemory
 	cancel context.CancelFunc
 
 	mu    sync.Mutex
@@ -122,7 +123,7 @@ func subscribe(src kafkareq.Cluster, meta kafkareq.TopicMeta, cfg *PartitionConf
 	bf := fetchers.m[key]
 	if bf == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		bf = &brokerFetcher{key: key, src: src, obs: cfg.Observer, cancel: cancel, wake: make(chan struct{}, 1),
+		bf = &brokerFetcher{key: key, src: src, obs: cfg.Observer, mem: cfg.FetchMemory, cancel: cancel, wake: make(chan struct{}, 1),
 			session: map[kafkareq.PartKey]sentPart{}, known: map[kafkareq.PartKey]kafkareq.Fetched{}}
 		fetchers.m[key] = bf
 		go bf.run(ctx)
@@ -133,18 +134,25 @@ func subscribe(src kafkareq.Cluster, meta kafkareq.TopicMeta, cfg *PartitionConf
 	}
 	bf.mu.Lock()
 	bf.feeds = append(bf.feeds, fd)
+	bf.mem.join(1)
 	bf.mu.Unlock()
 	bf.poke()
 	return fd
 }
 
-// close leaves the fetcher; the last feed to leave stops it.
+// close leaves the fetcher (once); the last feed to leave stops it.
 func (fd *feed) close() {
 	bf := fd.f
 	fetchers.mu.Lock()
 	defer fetchers.mu.Unlock()
 	bf.mu.Lock()
+	if fd.closed {
+		bf.mu.Unlock()
+		return
+	}
 	fd.closed = true
+	fd.drop()
+	bf.mem.join(-1)
 	for i, x := range bf.feeds {
 		if x == fd {
 			bf.feeds = append(bf.feeds[:i], bf.feeds[i+1:]...)
@@ -190,6 +198,7 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 			r := fd.buf[0]
 			fd.buf = fd.buf[1:]
 			fd.bufBytes -= r.bytes
+			bf.mem.add(-int64(r.bytes))
 			if r.bytes > 0 {
 				fd.took = time.Now()
 			}
@@ -224,23 +233,38 @@ func (fd *feed) holds(offset int64) bool {
 // reset drops what the feed holds and has in flight and fetches from offset next. Guarded
 // by f.mu.
 func (fd *feed) reset(offset int64) {
-	fd.buf, fd.bufBytes = nil, 0
+	fd.drop()
 	fd.offset = offset
 	fd.gen++
 	fd.failed = false
 	fd.f.poke()
 }
 
-// fetchable tells whether the fetch session holds the feed: while its buffer has room for
-// a whole answer. A feed fetching into whatever room is left would, once its writer falls
-// behind, be answered one small batch at a time, each a fetch and an answer of its own.
-// Guarded by f.mu.
-func (fd *feed) fetchable() bool {
-	return !fd.closed && !fd.failed && fd.hasRoom()
+// drop empties the feed's buffer. Guarded by f.mu.
+func (fd *feed) drop() {
+	fd.f.mem.add(-int64(fd.bufBytes))
+	fd.buf, fd.bufBytes = nil, 0
 }
 
-// roomWait is how long a fetch may wait for data while the feed waits for room in its buffer
-// (see fetchable), or false when it does not. A broker reads a connection's next fetch only
+// fetchable tells whether the fetch session holds the feed: while it may take a whole
+// answer more (see full). A feed fetching into whatever room is left would, once its writer
+// falls behind, be answered one small batch at a time, each a fetch and an answer of its own.
+// Guarded by f.mu.
+func (fd *feed) fetchable() bool {
+	return !fd.closed && !fd.failed && !fd.full()
+}
+
+// full tells whether the feed holds all it may: its buffer has no room for a whole answer,
+// or it holds its share of the fetch memory. Without the share, partitions whose writers are
+// slow would fill the memory up to their buffers while the others wait; with it, each holds
+// about its share plus an answer, and the broker's answers go to those that hold less.
+// Guarded by f.mu.
+func (fd *feed) full() bool {
+	return fd.bufLimit-fd.bufBytes < int(fd.answerBytes()) || int64(fd.bufBytes) >= fd.f.mem.share()
+}
+
+// roomWait is how long a fetch may wait for data while the feed waits for room (see
+// fetchable), or false when it does not. A broker reads a connection's next fetch only
 // once it answered the last, so the feed rejoins the session only after that fetch's answer:
 // behind the idle partitions' long poll (FetchMaxWaitMillis), a partition catching up beside
 // them would wait it out each time its buffer filled (read at 100 or 200 MiB/s beside 7 idle
@@ -249,7 +273,7 @@ func (fd *feed) fetchable() bool {
 // fetches of the idle partitions are at most as many as the answers it writes, and its
 // writer has the rest of its buffer to write meanwhile. Guarded by f.mu.
 func (fd *feed) roomWait() (time.Duration, bool) {
-	if fd.closed || fd.failed || fd.hasRoom() {
+	if fd.closed || fd.failed || !fd.full() {
 		return 0, false
 	}
 	return min(max(fd.writeTime, minRoomWait), kafkareq.FetchMaxWaitMillis*time.Millisecond), true
@@ -257,8 +281,6 @@ func (fd *feed) roomWait() (time.Duration, bool) {
 
 // minRoomWait bounds the fetches a fast writer's waits for room cause.
 const minRoomWait = 5 * time.Millisecond
-
-func (fd *feed) hasRoom() bool { return fd.bufLimit-fd.bufBytes >= int(fd.answerBytes()) }
 
 // answerBytes is what one answer for the feed may hold: maxBytes, or all of a smaller
 // buffer.
@@ -286,62 +308,94 @@ var sessionErrors = []error{kerr.FetchSessionIDNotFound, kerr.InvalidFetchSessio
 
 func (bf *brokerFetcher) run(ctx context.Context) {
 	defer bf.closeSession()
-	for {
-		req, sent := bf.request()
-		if req == nil {
+	bf.mem.start()
+	defer bf.mem.leave(bf)
+	for ctx.Err() == nil {
+		req, held, room, wait := bf.request()
+		switch {
+		case wait:
+			bf.waitForRoom(ctx)
+			continue
+		case req == nil:
 			select {
 			case <-bf.wake:
-				continue
 			case <-ctx.Done():
-				return
-			}
-		}
-		began := time.Now()
-		kresp, err := bf.src.Client.Broker(int(bf.key.broker)).Request(ctx, req)
-		if ctx.Err() != nil {
-			return
-		}
-		if req.SessionEpoch < 0 { // closed (or never to be heard of again): nothing was read
-			bf.mu.Lock()
-			bf.sessionID, bf.sessionEpoch = 0, 0
-			bf.mu.Unlock()
-			continue
-		}
-		var resp *kmsg.FetchResponse
-		if err == nil {
-			resp = kresp.(*kmsg.FetchResponse)
-			err = kerr.ErrorForCode(resp.ErrorCode)
-			if slices.Contains(sessionErrors, err) {
-				bf.endSession()
-				continue
-			}
-			if err != nil {
-				err = mirrorerr.WrapAuth(bf.src.Name, "fetch", err)
-			}
-		}
-		if err != nil {
-			// Whether the broker took the request (and moved the session's epoch) is unknown.
-			bf.endSession()
-			bf.deliver(sent, nil, err, true)
-			continue
-		}
-		bf.sessionAnswered(req, resp)
-		if kafkareq.Throttled(resp) {
-			if kafkareq.Sleep(ctx, time.Duration(resp.ThrottleMillis)*time.Millisecond) != nil {
-				return
 			}
 			continue
 		}
-		bytes := bf.deliver(sent, resp, nil, req.SessionEpoch == 0)
-		bf.obs.SourceFetch(bf.key.broker, len(sent), bytes)
-		if bytes > 0 {
-			bf.obs.FetchLatency(time.Since(began))
+		throttle := bf.fetch(ctx, req, held)
+		bf.mem.add(-room) // what the partitions kept, they hold now
+		if throttle > 0 {
+			_ = kafkareq.Sleep(ctx, throttle)
 		}
 	}
 }
 
+// waitForRoom waits until the fetcher's turn for fetch memory may have come. Meanwhile the
+// partitions whose runners wait are told what was last heard of them, as an answer without
+// news would (a drain waits for its runner's next step).
+func (bf *brokerFetcher) waitForRoom(ctx context.Context) {
+	t := time.NewTimer(idleAnswerEvery)
+	defer t.Stop()
+	select {
+	case <-bf.wake:
+	case <-ctx.Done():
+	case <-t.C:
+		bf.mu.Lock()
+		held := maps.Clone(bf.session)
+		bf.mu.Unlock()
+		bf.deliver(held, nil, nil, false)
+	}
+}
+
+// fetch sends req, whose answer the session holds as held, and hands the partitions their
+// parts. It returns how long the broker asks it to wait before the next fetch (throttling).
+func (bf *brokerFetcher) fetch(ctx context.Context, req *kmsg.FetchRequest, held map[kafkareq.PartKey]sentPart) (throttle time.Duration) {
+	began := time.Now()
+	kresp, err := bf.src.Client.Broker(int(bf.key.broker)).Request(ctx, req)
+	if ctx.Err() != nil {
+		return 0
+	}
+	if req.SessionEpoch < 0 { // closed (or never to be heard of again): nothing was read
+		bf.mu.Lock()
+		bf.sessionID, bf.sessionEpoch = 0, 0
+		bf.mu.Unlock()
+		return 0
+	}
+	var resp *kmsg.FetchResponse
+	if err == nil {
+		resp = kresp.(*kmsg.FetchResponse)
+		err = kerr.ErrorForCode(resp.ErrorCode)
+		if slices.Contains(sessionErrors, err) {
+			bf.endSession()
+			return 0
+		}
+		if err != nil {
+			err = mirrorerr.WrapAuth(bf.src.Name, "fetch", err)
+		}
+	}
+	if err != nil {
+		// Whether the broker took the request (and moved the session's epoch) is unknown.
+		bf.endSession()
+		bf.deliver(held, nil, err, true)
+		return 0
+	}
+	bf.sessionAnswered(req, resp)
+	if kafkareq.Throttled(resp) {
+		return time.Duration(resp.ThrottleMillis) * time.Millisecond
+	}
+	bytes := bf.deliver(held, resp, nil, req.SessionEpoch == 0)
+	bf.obs.SourceFetch(bf.key.broker, len(held), bytes)
+	if bytes > 0 {
+		bf.obs.FetchLatency(time.Since(began))
+	}
+	return 0
+}
+
 // request builds the next fetch of the session and returns it with the partitions the
-// session holds once the broker took it; nil when there is nothing to fetch.
+// session holds once the broker took it, and the room it took in the fetch memory for the
+// answer (the request's MaxBytes); nil when there is nothing to fetch, and wait, changing
+// nothing, when the fetcher must wait for room.
 //
 // A full request (epoch 0) lists every fetchable feed and starts a session. An incremental
 // one lists only the partitions whose fetch state differs from what the broker holds (new,
@@ -350,14 +404,26 @@ func (bf *brokerFetcher) run(ctx context.Context) {
 // partition it holds and answers only those with news. While partitions wait for room, the
 // fetch waits for data only until the first of them may have room again (roomWait). A
 // session that would hold nothing is closed (Kafka drops an emptied session anyway).
-func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[kafkareq.PartKey]sentPart) {
+func (bf *brokerFetcher) request() (req *kmsg.FetchRequest, held map[kafkareq.PartKey]sentPart, room int64, wait bool) {
 	bf.mu.Lock()
 	defer bf.mu.Unlock()
+	// The answer holds at most a whole answer of each fetchable partition.
+	var most int64
+	for _, fd := range bf.feeds {
+		if fd.fetchable() {
+			most += int64(fd.answerBytes())
+		}
+	}
+	if most == 0 {
+		bf.mem.stepOut(bf)
+	} else if room = bf.mem.take(bf, min(most, fetchResponseMaxBytes)); room == 0 {
+		return nil, nil, 0, true
+	}
 	if bf.sessionEpoch == 0 {
 		clear(bf.session)
 		clear(bf.known)
 	}
-	req := kafkareq.NewFetchRequest(fetchResponseMaxBytes)
+	req = kafkareq.NewFetchRequest(int32(room))
 	req.SessionID, req.SessionEpoch = bf.sessionID, bf.sessionEpoch
 	want := map[kafkareq.PartKey]bool{}
 	topics := map[[16]byte]int{} // index in req.Topics
@@ -367,8 +433,8 @@ func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[kafkareq.PartKey]sen
 			continue // a second feed of one partition waits until the first leaves
 		}
 		if !fd.fetchable() {
-			if wait, ok := fd.roomWait(); ok {
-				req.MaxWaitMillis = min(req.MaxWaitMillis, int32(wait.Milliseconds()))
+			if d, ok := fd.roomWait(); ok {
+				req.MaxWaitMillis = min(req.MaxWaitMillis, int32(d.Milliseconds()))
 			}
 			continue
 		}
@@ -399,16 +465,16 @@ func (bf *brokerFetcher) request() (*kmsg.FetchRequest, map[kafkareq.PartKey]sen
 	}
 	if len(bf.session) == 0 {
 		if bf.sessionEpoch == 0 { // no live session (a full request replaces any the broker has)
-			return nil, nil
+			return nil, nil, 0, false
 		}
-		return closeSessionRequest(bf.sessionID), nil
+		return closeSessionRequest(bf.sessionID), nil, 0, false
 	}
 	for t, ps := range forgotten {
 		ft := kmsg.NewFetchRequestForgottenTopic()
 		ft.Topic, ft.TopicID, ft.Partitions = t.Topic, t.ID, ps
 		req.ForgottenTopics = append(req.ForgottenTopics, ft)
 	}
-	return req, maps.Clone(bf.session)
+	return req, maps.Clone(bf.session), room, false
 }
 
 // closeSessionRequest frees the broker's slot for a session (epoch -1: final), reading
@@ -539,11 +605,13 @@ func (fd *feed) add(r fetchResult) {
 		fd.offset = r.f.Batches[n-1].LastOffset() + 1
 	}
 	if l := len(fd.buf); l > 0 && r.err == nil && len(r.f.Batches) == 0 && fd.buf[l-1].err == nil && len(fd.buf[l-1].f.Batches) == 0 {
-		fd.buf[l-1] = r
-	} else {
-		fd.buf = append(fd.buf, r)
-		fd.bufBytes += r.bytes
+		fd.bufBytes -= fd.buf[l-1].bytes
+		fd.f.mem.add(-int64(fd.buf[l-1].bytes))
+		fd.buf = fd.buf[:l-1]
 	}
+	fd.buf = append(fd.buf, r)
+	fd.bufBytes += r.bytes
+	fd.f.mem.add(int64(r.bytes))
 	fd.signal()
 	fd.f.obs.FetchBuffered(fd.mirror, fd.topic, fd.partition, int64(fd.bufBytes))
 }

@@ -26,10 +26,10 @@ type seenFetch struct {
 	maxWait          int32
 }
 
-// fetchLog records the fetches of the mirror's fetchers to a kfake cluster: those that ask
-// for fetchResponseMaxBytes, wait for data and name no rack (the comparator's consumers ask
-// for more, a session's one-partition reads for less; session closes wait for nothing; raw
-// reads and the cleaner's fetches name a rack).
+// fetchLog records the fetches of the mirror's fetchers to a kfake cluster: those of a fetch
+// session that ask for at most fetchResponseMaxBytes, wait for data and name no rack (the
+// comparator's consumers ask for more, a session's one-partition reads have no fetch session;
+// session closes wait for nothing; raw reads and the cleaner's fetches name a rack).
 type fetchLog struct {
 	mu   sync.Mutex
 	reqs []seenFetch
@@ -45,7 +45,7 @@ func watchFetches(t *testing.T, c *kafkatest.Cluster, topics ...string) *fetchLo
 	c.Fake().ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.Fake().KeepControl()
 		req := kreq.(*kmsg.FetchRequest)
-		if req.Rack != "" || req.MaxBytes != fetchResponseMaxBytes || req.MaxWaitMillis == 0 {
+		if req.Rack != "" || req.SessionEpoch < 0 || req.MaxBytes > fetchResponseMaxBytes || req.MaxWaitMillis == 0 {
 			return nil, nil, false
 		}
 		name := func(topic string, id [16]byte) string {

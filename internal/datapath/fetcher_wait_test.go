@@ -41,7 +41,7 @@ func TestFetchWaitsUntilAPartitionMayHaveRoom(t *testing.T) {
 				}
 				bf.feeds = append(bf.feeds, fd)
 			}
-			req, _ := bf.request()
+			req, _, _, _ := bf.request()
 			if req == nil {
 				t.Fatal("no fetch: the idle partition must be fetched")
 			}

@@ -59,6 +59,10 @@ type PartitionConfig struct {
 	TransactionTimeout      time.Duration // of replayed destination transactions; default 15m
 	Logger                  *slog.Logger  // default slog.Default()
 	Observer                Observer      // default: discards
+	// FetchMemory, shared by a worker's partitions, bounds the fetched bytes they hold
+	// together; nil: only each partition's FetchBufferBytes. The first partition fetching
+	// from a source broker sets it for all.
+	FetchMemory *FetchMemory
 }
 
 // defaultFetchMaxBytes is a partition's part of one fetch answer unless configured: Kafka's

@@ -50,6 +50,9 @@ type Config struct {
 	// FetchBufferBytes bounds the fetched bytes each partition holds ahead of its writes;
 	// default datapath.DefaultFetchBufferBytes.
 	FetchBufferBytes int
+	// FetchMemory bounds the fetched bytes all partitions hold together; default a bound of
+	// datapath.DefaultFetchMemoryBytes. Engines of one process may share one.
+	FetchMemory *datapath.FetchMemory
 }
 
 // Engine is the control plane: it validates and applies the KIP's commands, records them
@@ -112,6 +115,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = datapath.NopObserver{}
+	}
+	if cfg.FetchMemory == nil {
+		cfg.FetchMemory = datapath.NewFetchMemory(datapath.DefaultFetchMemoryBytes)
 	}
 	if cfg.StallAfter <= 0 {
 		cfg.StallAfter = DefaultStallAfter

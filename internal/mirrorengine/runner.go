@@ -282,7 +282,7 @@ func (r *runner) startFetching() error {
 		Mirror: r.key.mirror, Topic: r.key.topic, Partition: r.key.partition, Logger: r.e.log,
 		SourceClusterID: rec.SourceClusterID, SourceTopicID: tc.SourceTopicID, Observer: sessionWatch{r.e.cfg.Observer, r},
 		Source:           func() (*kgo.Client, error) { return r.e.source(r.key.mirror) },
-		FetchBufferBytes: r.e.cfg.FetchBufferBytes,
+		FetchBufferBytes: r.e.cfg.FetchBufferBytes, FetchMemory: r.e.cfg.FetchMemory,
 	})
 	m.SetLastMirroredEpoch(r.lastEpoch)
 	ctx, cancel := context.WithCancel(r.ctx)
