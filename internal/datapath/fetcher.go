@@ -33,18 +33,16 @@ import (
 // order, so one busy partition cannot starve the others.
 const fetchResponseMaxBytes = 32 << 20
 
-// pinRatio bounds how much more memory a partition's buffered answers keep alive than they
-// hold. kmsg decodes every partition's part of a fetch answer as a slice of the answer's one
-// buffer (up to fetchResponseMaxBytes), alive while any part waits: a partition whose writes
-// are slow, fed a few records per answer beside busy partitions, would keep a whole answer
-// alive per part it waits to write, far past its FetchBufferBytes (a 4 MiB buffer of 20 KiB
-// parts: 6 GiB). A part smaller than 1/pinRatio of its answer gets a copy of its own instead.
-// A busy partition's full part (FetchMaxBytes, 1 MiB by default) is never that small, so the
-// bulk of the bytes is forwarded from the answer's buffer as it is.
-const pinRatio = fetchResponseMaxBytes / defaultFetchMaxBytes
-
-// copiesOut tells whether a part of an answer of answer bytes is copied out of it.
-func copiesOut(part, answer int) bool { return part > 0 && part*pinRatio < answer }
+// copiesOut tells whether a part of an answer of answer bytes is copied out of it: unless it
+// is most of the answer. kmsg decodes every partition's part of a fetch answer as a slice of
+// the answer's one buffer (up to fetchResponseMaxBytes), alive while any part is: a partition
+// whose writes are slow would keep whole answers alive, the other partitions' parts in them
+// included, far past what it holds (a 4 MiB buffer of 20 KiB parts of 32 MiB answers: 6 GiB),
+// and the fetch memory, which counts what is alive, would wait for that partition's writer
+// while the others starve. So at most one part of an answer, more than half of it, keeps the
+// buffer, and is forwarded from it as it is; the copies of the others cost a memory copy of
+// their bytes, far less than the rest of their way to the destination.
+func copiesOut(part, answer int) bool { return part > 0 && part*2 <= answer }
 
 // brokerKey names one broker of one client: fetchers and produce pipelines run per broker.
 type brokerKey struct {
@@ -104,6 +102,7 @@ type feed struct {
 	// asking again: when a full buffer may have room again.
 	writeTime time.Duration
 	took      time.Time     // when the session took the answer it writes; zero once it asks again
+	writing   int64         // the memory the answer the session writes keeps alive, until it asks again
 	ready     chan struct{} // capacity 1: buf changed
 }
 
@@ -113,6 +112,9 @@ type fetchResult struct {
 	f     kafkareq.Fetched
 	err   error
 	bytes int
+	// alive is the memory its batches keep alive: the whole answer's buffer when they are
+	// forwarded from it (see copiesOut), their copy otherwise.
+	alive int64
 }
 
 // subscribe adds a partition, to be read from offset, to the fetcher of its leader.
@@ -152,6 +154,8 @@ func (fd *feed) close() {
 	}
 	fd.closed = true
 	fd.drop()
+	bf.mem.add(-fd.writing)
+	fd.writing = 0
 	bf.mem.join(-1)
 	for i, x := range bf.feeds {
 		if x == fd {
@@ -191,6 +195,8 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 		if !fd.took.IsZero() {
 			fd.writeTime, fd.took = time.Since(fd.took), time.Time{}
 		}
+		bf.mem.add(-fd.writing)
+		fd.writing = 0
 		if len(fd.buf) > 0 && fd.buf[0].from != offset {
 			fd.reset(offset)
 		}
@@ -198,7 +204,7 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 			r := fd.buf[0]
 			fd.buf = fd.buf[1:]
 			fd.bufBytes -= r.bytes
-			bf.mem.add(-int64(r.bytes))
+			fd.writing = r.alive
 			if r.bytes > 0 {
 				fd.took = time.Now()
 			}
@@ -242,7 +248,9 @@ func (fd *feed) reset(offset int64) {
 
 // drop empties the feed's buffer. Guarded by f.mu.
 func (fd *feed) drop() {
-	fd.f.mem.add(-int64(fd.bufBytes))
+	for _, r := range fd.buf {
+		fd.f.mem.add(-r.alive)
+	}
 	fd.buf, fd.bufBytes = nil, 0
 }
 
@@ -572,11 +580,16 @@ func (bf *brokerFetcher) deliver(sent map[kafkareq.PartKey]sentPart, resp *kmsg.
 		if err == nil {
 			switch {
 			case p != nil:
+				r.alive = int64(answerBytes)
 				if copiesOut(len(p.RecordBatches), answerBytes) {
 					p.RecordBatches = bytes.Clone(p.RecordBatches)
+					r.alive = int64(len(p.RecordBatches))
 				}
 				r.f, r.err = bf.src.FetchedPartition(fd.topic, s.from, p)
 				r.bytes = len(p.RecordBatches)
+				if r.bytes == 0 {
+					r.alive = 0
+				}
 			case full:
 				r.err = fmt.Errorf("%s fetch of %s[%d]: %w", bf.src.Name, fd.topic, fd.partition, kafkareq.ErrNoAnswer)
 			default:
@@ -606,12 +619,12 @@ func (fd *feed) add(r fetchResult) {
 	}
 	if l := len(fd.buf); l > 0 && r.err == nil && len(r.f.Batches) == 0 && fd.buf[l-1].err == nil && len(fd.buf[l-1].f.Batches) == 0 {
 		fd.bufBytes -= fd.buf[l-1].bytes
-		fd.f.mem.add(-int64(fd.buf[l-1].bytes))
+		fd.f.mem.add(-fd.buf[l-1].alive)
 		fd.buf = fd.buf[:l-1]
 	}
 	fd.buf = append(fd.buf, r)
 	fd.bufBytes += r.bytes
-	fd.f.mem.add(int64(r.bytes))
+	fd.f.mem.add(r.alive)
 	fd.signal()
 	fd.f.obs.FetchBuffered(fd.mirror, fd.topic, fd.partition, int64(fd.bufBytes))
 }

@@ -12,8 +12,9 @@ import (
 
 // A partition fed a few records in an answer that carries a busy partition's megabytes gets
 // a copy of its part: waiting in its buffer while its writes are slow, it must not keep the
-// whole answer alive. The busy partition's part is forwarded from the answer's buffer,
-// uncopied.
+// whole answer alive. The busy partition's part, most of the answer, is forwarded from the
+// answer's buffer, uncopied; the fetch memory counts the whole buffer for it, the copy for
+// the other.
 func TestFetchAnswerSmallPartIsCopiedOut(t *testing.T) {
 	var busy []byte
 	for i := range 20 {
@@ -56,5 +57,17 @@ func TestFetchAnswerSmallPartIsCopiedOut(t *testing.T) {
 	}
 	if bytes.Equal(got(0), busy) {
 		t.Fatal("the busy partition's part was copied out of the answer: its bytes are copied once more than needed")
+	}
+	if alive := []int64{feeds[0].buf[0].alive, feeds[1].buf[0].alive}; alive[0] != int64(len(answer)) || alive[1] != int64(len(few)) {
+		t.Fatalf("the parts keep %v bytes alive, want %v: the answer's buffer and the copy", alive, []int{len(answer), len(few)})
+	}
+}
+
+// Of two parts of an answer of equal size, both are copied out: a part forwarded from the
+// answer's buffer keeps the other's bytes alive, and its partition's slow writer would keep
+// them counted in the fetch memory after the other partition's writer took its part.
+func TestFetchAnswerHalvesAreCopiedOut(t *testing.T) {
+	if !copiesOut(100, 200) || copiesOut(101, 200) || copiesOut(0, 200) {
+		t.Fatal("a part is forwarded from its answer's buffer only when it is more than half of it")
 	}
 }

@@ -60,7 +60,11 @@ func newBench(r *runner, kind, bin string, o options) *bench {
 	b.sc, b.sadm = b.client(b.src)
 	b.dc, b.dadm = b.client(b.dst)
 	b.warmUp()
-	b.worker = workertest.Start(r, bin, workertest.Env(b.dst.addrs, benchToken, "KAFKAMIRROR_LOG_LEVEL="+o.workerLevel))
+	env := workertest.Env(b.dst.addrs, benchToken, "KAFKAMIRROR_LOG_LEVEL="+o.workerLevel)
+	if o.fetchMemory > 0 {
+		env = append(env, fmt.Sprintf("KAFKAMIRROR_FETCH_MEMORY_BYTES=%d", o.fetchMemory))
+	}
+	b.worker = workertest.Start(r, bin, env)
 	b.worker.WaitReady(r)
 	if o.workerLog != "" {
 		r.Cleanup(func() {

@@ -47,6 +47,7 @@ type options struct {
 	only           map[string]bool
 	workerLog      string
 	workerLevel    string
+	fetchMemory    int64
 }
 
 func main() {
@@ -77,6 +78,7 @@ func main() {
 	flag.StringVar(&only, "only", "", "measurements to run, comma-separated (memory, throughput, head, busy, skewed, idle, compacted; default all)")
 	flag.StringVar(&o.workerLog, "worker-log", "", "file that receives the worker's output of each cluster kind (suffixed with the kind)")
 	flag.StringVar(&o.workerLevel, "worker-log-level", "warn", "the worker's log level (info or debug show where a start spends its time)")
+	flag.Int64Var(&o.fetchMemory, "fetch-memory-bytes", 0, "the worker's fetch_memory_bytes (0: its default)")
 	flag.Parse()
 	if only != "" {
 		o.only = map[string]bool{}
