@@ -102,8 +102,11 @@ type feed struct {
 	// asking again: when a full buffer may have room again.
 	writeTime time.Duration
 	took      time.Time     // when the session took the answer it writes; zero once it asks again
-	writing   int64         // the memory the answer the session writes keeps alive, until it asks again
 	ready     chan struct{} // capacity 1: buf changed
+	// The answers the session took (numbered from 1) whose writes may still be in flight,
+	// with the memory each keeps alive, until the session says they are written.
+	taken []takenAnswer
+	takes uint64
 }
 
 // fetchResult is one answer for a feed: what a fetch from `from` returned.
@@ -154,8 +157,7 @@ func (fd *feed) close() {
 	}
 	fd.closed = true
 	fd.drop()
-	bf.mem.add(-fd.writing)
-	fd.writing = 0
+	fd.written(math.MaxUint64)
 	bf.mem.join(-1)
 	for i, x := range bf.feeds {
 		if x == fd {
@@ -195,8 +197,6 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 		if !fd.took.IsZero() {
 			fd.writeTime, fd.took = time.Since(fd.took), time.Time{}
 		}
-		bf.mem.add(-fd.writing)
-		fd.writing = 0
 		if len(fd.buf) > 0 && fd.buf[0].from != offset {
 			fd.reset(offset)
 		}
@@ -204,7 +204,10 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 			r := fd.buf[0]
 			fd.buf = fd.buf[1:]
 			fd.bufBytes -= r.bytes
-			fd.writing = r.alive
+			fd.takes++
+			if r.alive > 0 {
+				fd.taken = append(fd.taken, takenAnswer{fd.takes, r.alive})
+			}
 			if r.bytes > 0 {
 				fd.took = time.Now()
 			}
@@ -226,6 +229,36 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 		case <-ctx.Done():
 			return kafkareq.Fetched{}, ctx.Err()
 		}
+	}
+}
+
+// takenAnswer is an answer the session took: its number and the memory it keeps alive.
+type takenAnswer struct {
+	n     uint64
+	alive int64
+}
+
+// taking returns the number of the answer the session took last: the one its writes come
+// from.
+func (fd *feed) taking() uint64 {
+	fd.f.mu.Lock()
+	defer fd.f.mu.Unlock()
+	return fd.takes
+}
+
+// doneWith says the writes of every answer numbered below n are answered: the memory those
+// answers keep alive counts no more.
+func (fd *feed) doneWith(n uint64) {
+	fd.f.mu.Lock()
+	defer fd.f.mu.Unlock()
+	fd.written(n)
+}
+
+// written lets go of the answers numbered below n. Guarded by f.mu.
+func (fd *feed) written(n uint64) {
+	for len(fd.taken) > 0 && fd.taken[0].n < n {
+		fd.f.mem.add(-fd.taken[0].alive)
+		fd.taken = fd.taken[1:]
 	}
 }
 

@@ -390,13 +390,15 @@ func (o *bufferObserver) most(partition int32) int64 {
 }
 
 // readFeed reads fd from offset until end and returns the largest batch it read. Every
-// batch must start where the one before ended: nothing lost, nothing twice.
+// batch must start where the one before ended: nothing lost, nothing twice. What it read
+// it is done with at once, as a session whose writes are all answered.
 func readFeed(t *testing.T, fd *feed, offset, end int64) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	largest := 0
 	for offset < end {
+		fd.doneWith(math.MaxUint64)
 		f, err := fd.next(ctx, offset)
 		if err != nil {
 			t.Fatalf("reading %s[%d] at %d (end %d): %v", fd.topic, fd.partition, offset, end, err)

@@ -16,13 +16,12 @@ import (
 // A fetcher takes room for its next answer before it sends the fetch (the request's MaxBytes)
 // and gives back what its partitions did not keep. What they keep counts as the memory it
 // keeps alive: the one part of an answer forwarded as it is, its whole answer's buffer (see
-// copiesOut), the others their copies; until the session that takes it asks for the next
-// answer (the writes it handed to the produce pipeline, up to MaxInFlight per partition,
-// are not counted). When the room is spent, fetchers wait for it in turn (first come, first
-// served), so no source broker is starved by the others. Within the memory, a partition that
-// holds its share of record bytes (the memory divided among the partitions fetching) is
-// fetched no more until its writer takes some, so partitions whose writers are slow cannot
-// hold it all.
+// copiesOut), the others their copies; until the partition's writes of it are answered
+// (the batches in flight are slices of it). When the room is spent, fetchers wait for it in
+// turn (first come, first served), so no source broker is starved by the others. Within the
+// memory, a partition that holds its share of record bytes (the memory divided among the
+// partitions fetching) is fetched no more until its writer takes some, so partitions whose
+// writers are slow cannot hold it all.
 type FetchMemory struct {
 	limit int64
 	// minTake is the least room a fetch is sent with: a broker answers a fetch with at least

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -236,4 +237,31 @@ func requireGivenBack(t *testing.T, m *FetchMemory) {
 			t.Fatalf("the fetch memory holds %d bytes once every partition left", m.Used())
 		}
 	}
+}
+
+// An answer the session took counts in the fetch memory until its writes are answered: the
+// batches in flight are slices of it.
+func TestFetchMemoryCountsAnAnswerUntilItsWritesAreAnswered(t *testing.T) {
+	m := NewFetchMemory(1 << 20)
+	bf := &brokerFetcher{obs: NopObserver{}, mem: m, wake: make(chan struct{}, 1)}
+	fd := &feed{f: bf, maxBytes: 1 << 10, bufLimit: 8 << 10, ready: make(chan struct{}, 1),
+		buf: []fetchResult{{from: 0, bytes: 100, alive: 1000}, {from: 10, bytes: 100, alive: 3000}}, bufBytes: 200}
+	m.add(4000) // as add counted them
+	ctx := context.Background()
+	used := func(when string, want int64) {
+		t.Helper()
+		if got := m.Used(); got != want {
+			t.Fatalf("%s: the fetch memory counts %d bytes, want %d", when, got, want)
+		}
+	}
+	for i, from := range []int64{0, 10} {
+		if _, err := fd.next(ctx, from); err != nil || fd.taking() != uint64(i+1) {
+			t.Fatalf("answer %d: %v, numbered %d", i+1, err, fd.taking())
+		}
+	}
+	used("both answers taken, their writes in flight", 4000)
+	fd.doneWith(2) // the oldest write in flight comes from answer 2
+	used("the first answer's writes answered", 3000)
+	fd.doneWith(math.MaxUint64)
+	used("every write answered", 0)
 }

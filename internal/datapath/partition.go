@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -275,6 +276,7 @@ type session struct {
 	uncheckedMarkers int64
 	pending          []*inflight
 	feed             *feed           // the partition's subscription to its source leader's fetcher, from the first copyOnce
+	answer           uint64          // the number of the fetched answer the session writes (feed.taking)
 	producer         *brokerProducer // the destination leader's pipeline, from the first non-transactional batch
 	markerPipe       *markerWriter   // the destination leader's marker pipeline, from the first WriteTxnMarkers markers
 }
@@ -305,8 +307,9 @@ type replayTxn struct {
 // inflight is a produced batch whose answer has not been checked yet.
 type inflight struct {
 	batch    []byte
-	expected int64 // the base offset the destination must assign
-	end      int64 // offset after the batch
+	answer   uint64 // the number of the fetched answer it comes from (feed.taking)
+	expected int64  // the base offset the destination must assign
+	end      int64  // offset after the batch
 	done     chan produced
 }
 
@@ -638,7 +641,14 @@ func (s *session) copyOnce(ctx context.Context) error {
 			return err
 		}
 	}
+	// The answers whose writes are all answered keep no memory alive any more.
+	if len(s.pending) > 0 {
+		s.feed.doneWith(s.pending[0].answer)
+	} else {
+		s.feed.doneWith(math.MaxUint64)
+	}
 	f, err := s.feed.next(ctx, offset)
+	s.answer = s.feed.taking()
 	if errors.Is(err, kerr.OffsetOutOfRange) {
 		return s.outOfRange(ctx, offset)
 	}
@@ -932,7 +942,7 @@ func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *
 			return err
 		}
 	}
-	p := &inflight{batch: batch, expected: s.next, end: s.next + int64(records), done: make(chan produced, 1)}
+	p := &inflight{batch: batch, answer: s.answer, expected: s.next, end: s.next + int64(records), done: make(chan produced, 1)}
 	if txnID == nil {
 		if s.producer == nil {
 			s.producer = acquireProducer(s.m.dst, s.dst.Leader, s.cfg)
