@@ -202,6 +202,7 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 		}
 		if len(fd.buf) > 0 {
 			r := fd.buf[0]
+			fd.buf[0] = fetchResult{} // its batches must not keep their answer alive once let go
 			fd.buf = fd.buf[1:]
 			fd.bufBytes -= r.bytes
 			fd.takes++

@@ -3,12 +3,16 @@ package datapath
 import (
 	"context"
 	"math"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch/batchtest"
 )
 
 // Fetchers wait for fetch memory in turn: one that comes when others wait gets in line behind
@@ -264,4 +268,36 @@ func TestFetchMemoryCountsAnAnswerUntilItsWritesAreAnswered(t *testing.T) {
 	used("the first answer's writes answered", 3000)
 	fd.doneWith(math.MaxUint64)
 	used("every write answered", 0)
+}
+
+// Once the session took an answer and its writes are answered, the fetch memory counts it no
+// more: nothing of the feed may keep its buffer alive then (the buffer a taken answer left
+// in the feed's queue did, uncounted: a worker mirroring 128 partitions held twice its fetch
+// memory).
+func TestTakenAnswerIsNotKeptAlive(t *testing.T) {
+	bf := &brokerFetcher{obs: NopObserver{}, wake: make(chan struct{}, 1)}
+	fd := &feed{f: bf, maxBytes: 1 << 10, bufLimit: 8 << 10, ready: make(chan struct{}, 1)}
+	first := bufferAnswer(t, fd, 0)
+	bufferAnswer(t, fd, 1) // the queue goes on past the taken one
+	f, err := fd.next(context.Background(), 0)
+	if err != nil || len(f.Batches) != 1 {
+		t.Fatalf("the first answer: %d batches, %v", len(f.Batches), err)
+	}
+	fd.doneWith(math.MaxUint64)
+	for range 3 {
+		runtime.GC()
+	}
+	if first.Value() != nil {
+		t.Fatal("the taken answer's buffer is still reachable once its writes are answered")
+	}
+	runtime.KeepAlive(fd) // the feed lives on, with its queue
+}
+
+// bufferAnswer queues an answer of one batch at offset in fd, as deliver does, and returns a
+// weak pointer to its buffer.
+func bufferAnswer(t *testing.T, fd *feed, offset int64) weak.Pointer[byte] {
+	answer := batchtest.Source(t, offset, 0, batchtest.Records(1, 1), -1, 0)
+	fd.buf = append(fd.buf, fetchResult{from: offset, f: kafkareq.Fetched{Batches: []recordbatch.Batch{answer}}, bytes: len(answer)})
+	fd.bufBytes += len(answer)
+	return weak.Make(&answer[0])
 }

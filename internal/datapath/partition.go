@@ -987,6 +987,7 @@ func (s *session) check(p *inflight, r produced) error {
 
 func (s *session) awaitOldest() error {
 	p := s.pending[0]
+	s.pending[0] = nil // its batch must not keep the answer it came from alive
 	s.pending = s.pending[1:]
 	// An OUT_OF_ORDER_SEQUENCE_NUMBER (a request overtook its predecessor) ends the session
 	// like any other error: the next one starts from the destination's end offset, which is
