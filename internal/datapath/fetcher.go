@@ -11,7 +11,6 @@ package datapath
 // fetch session until it has room, and never holds back the others.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorerr"
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/recordbatch"
 )
 
 // fetchResponseMaxBytes bounds one fetch answer; PartitionMaxBytes bounds each partition's
@@ -33,16 +33,43 @@ import (
 // order, so one busy partition cannot starve the others.
 const fetchResponseMaxBytes = 32 << 20
 
-// copiesOut tells whether a part of an answer of answer bytes is copied out of it: unless it
-// is most of the answer. kmsg decodes every partition's part of a fetch answer as a slice of
-// the answer's one buffer (up to fetchResponseMaxBytes), alive while any part is: a partition
-// whose writes are slow would keep whole answers alive, the other partitions' parts in them
-// included, far past what it holds (a 4 MiB buffer of 20 KiB parts of 32 MiB answers: 6 GiB),
-// and the fetch memory, which counts what is alive, would wait for that partition's writer
-// while the others starve. So at most one part of an answer, more than half of it, keeps the
-// buffer, and is forwarded from it as it is; the copies of the others cost a memory copy of
-// their bytes, far less than the rest of their way to the destination.
-func copiesOut(part, answer int) bool { return part > 0 && part*2 <= answer }
+// answerBuffer is the one buffer kmsg decodes a fetch answer into: every partition's part of
+// the answer is a slice of it, so it stays alive while any part forwarded from it does, and
+// counts whole in the fetch memory until the last one is let go. Parts are forwarded from it
+// as they are, uncopied. But a partition whose writer is slow would keep the others' parts
+// alive long after their writers took them (a 4 MiB buffer of 20 KiB parts of 32 MiB answers:
+// 6 GiB), and the fetch memory would wait for that writer while the other partitions starve;
+// so when memory is short, the parts of an answer that its other parts' writers are done with
+// are copied out of it (see squeeze), which costs a memory copy of their bytes.
+type answerBuffer struct {
+	bytes int64
+	// Guarded by the fetcher's mu.
+	parts     int   // parts forwarded from it and not let go
+	taken     int   // of those, the ones a session took: their writes are slices of it
+	held      int64 // the bytes of those parts' batches
+	forwarded int64 // the bytes of all its parts' batches
+}
+
+// squeezable tells whether copying out the parts of the answer frees it: every part still
+// forwarded from it is buffered (none taken), and some were let go.
+func (a *answerBuffer) squeezable() bool {
+	return a.parts > 0 && a.taken == 0 && a.held < a.forwarded
+}
+
+// squeezes tells whether squeeze copies out the parts of a squeezable answer: when that gives
+// back at least as much as it copies, or when the partitions it holds parts of are all full,
+// whose writers may not take them for long (those writers would otherwise keep up to twice
+// their share of the fetch memory, and the partitions that read could starve).
+func (a *answerBuffer) squeezes(allFull bool) bool {
+	return a.squeezable() && (a.held*2 <= a.bytes || allFull)
+}
+
+// hold is what a part of an answer keeps alive: its answer's buffer, or (shared nil) a copy
+// of its own batches.
+type hold struct {
+	shared *answerBuffer
+	bytes  int64 // of the part's batches
+}
 
 // brokerKey names one broker of one client: fetchers and produce pipelines run per broker.
 type brokerKey struct {
@@ -115,9 +142,7 @@ type fetchResult struct {
 	f     kafkareq.Fetched
 	err   error
 	bytes int
-	// alive is the memory its batches keep alive: the whole answer's buffer when they are
-	// forwarded from it (see copiesOut), their copy otherwise.
-	alive int64
+	hold  hold
 }
 
 // subscribe adds a partition, to be read from offset, to the fetcher of its leader.
@@ -206,8 +231,11 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 			fd.buf = fd.buf[1:]
 			fd.bufBytes -= r.bytes
 			fd.takes++
-			if r.alive > 0 {
-				fd.taken = append(fd.taken, takenAnswer{fd.takes, r.alive})
+			if r.hold != (hold{}) {
+				if r.hold.shared != nil {
+					r.hold.shared.taken++
+				}
+				fd.taken = append(fd.taken, takenAnswer{fd.takes, r.hold})
 			}
 			if r.bytes > 0 {
 				fd.took = time.Now()
@@ -233,10 +261,10 @@ func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error
 	}
 }
 
-// takenAnswer is an answer the session took: its number and the memory it keeps alive.
+// takenAnswer is an answer the session took: its number and what it keeps alive.
 type takenAnswer struct {
-	n     uint64
-	alive int64
+	n    uint64
+	hold hold
 }
 
 // taking returns the number of the answer the session took last: the one its writes come
@@ -258,9 +286,78 @@ func (fd *feed) doneWith(n uint64) {
 // written lets go of the answers numbered below n. Guarded by f.mu.
 func (fd *feed) written(n uint64) {
 	for len(fd.taken) > 0 && fd.taken[0].n < n {
-		fd.f.mem.add(-fd.taken[0].alive)
+		fd.f.letGo(fd.taken[0].hold, true)
 		fd.taken = fd.taken[1:]
 	}
+}
+
+// letGo ends what a part of an answer keeps alive; taken tells whether a session took it.
+// Guarded by mu.
+func (bf *brokerFetcher) letGo(h hold, taken bool) {
+	a := h.shared
+	if a == nil {
+		bf.mem.add(-h.bytes)
+		return
+	}
+	a.parts--
+	a.held -= h.bytes
+	if taken {
+		a.taken--
+	}
+	switch {
+	case a.parts == 0:
+		bf.mem.add(-a.bytes)
+	case taken && a.squeezable():
+		bf.mem.poke() // a fetcher waiting for room may squeeze it now
+	}
+}
+
+// squeeze copies the buffered parts of answers out of them where that gives memory back (see
+// answerBuffer.squeezes): the fetch memory is short.
+func (bf *brokerFetcher) squeeze() {
+	bf.mu.Lock()
+	defer bf.mu.Unlock()
+	reading := map[*answerBuffer]bool{} // answers with a part in a feed that is not full
+	for _, fd := range bf.feeds {
+		if !fd.full() {
+			for _, r := range fd.buf {
+				if r.hold.shared != nil {
+					reading[r.hold.shared] = true
+				}
+			}
+		}
+	}
+	for _, fd := range bf.feeds {
+		for i := range fd.buf {
+			r := &fd.buf[i]
+			if a := r.hold.shared; a != nil && a.squeezes(!reading[a]) {
+				r.f.Batches = cloneBatches(r.f.Batches, r.hold.bytes)
+				bf.mem.add(r.hold.bytes)
+				bf.letGo(r.hold, false)
+				r.hold.shared = nil
+			}
+		}
+	}
+}
+
+// batchBytes is the size of batches together.
+func batchBytes(batches []recordbatch.Batch) int64 {
+	var n int64
+	for _, b := range batches {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// cloneBatches returns a copy of batches (size bytes together) in one buffer of their own.
+func cloneBatches(batches []recordbatch.Batch, size int64) []recordbatch.Batch {
+	buf := make([]byte, 0, size)
+	out := make([]recordbatch.Batch, len(batches))
+	for i, b := range batches {
+		buf = append(buf, b...)
+		out[i] = recordbatch.Batch(buf[len(buf)-len(b) : len(buf) : len(buf)])
+	}
+	return out
 }
 
 // holds tells whether next would return at once with the answer of a fetch from offset.
@@ -283,7 +380,7 @@ func (fd *feed) reset(offset int64) {
 // drop empties the feed's buffer. Guarded by f.mu.
 func (fd *feed) drop() {
 	for _, r := range fd.buf {
-		fd.f.mem.add(-r.alive)
+		fd.f.letGo(r.hold, false)
 	}
 	fd.buf, fd.bufBytes = nil, 0
 }
@@ -350,12 +447,13 @@ var sessionErrors = []error{kerr.FetchSessionIDNotFound, kerr.InvalidFetchSessio
 
 func (bf *brokerFetcher) run(ctx context.Context) {
 	defer bf.closeSession()
-	bf.mem.start()
+	bf.mem.start(bf)
 	defer bf.mem.leave(bf)
 	for ctx.Err() == nil {
 		req, held, room, wait := bf.request()
 		switch {
 		case wait:
+			bf.mem.squeeze()
 			bf.waitForRoom(ctx)
 			continue
 		case req == nil:
@@ -591,6 +689,7 @@ func (bf *brokerFetcher) deliver(sent map[kafkareq.PartKey]sentPart, resp *kmsg.
 	}
 	now := time.Now()
 	var total int64
+	shared := &answerBuffer{bytes: int64(answerBytes)}
 	bf.mu.Lock()
 	defer bf.mu.Unlock()
 	for k, s := range sent {
@@ -614,15 +713,13 @@ func (bf *brokerFetcher) deliver(sent map[kafkareq.PartKey]sentPart, resp *kmsg.
 		if err == nil {
 			switch {
 			case p != nil:
-				r.alive = int64(answerBytes)
-				if copiesOut(len(p.RecordBatches), answerBytes) {
-					p.RecordBatches = bytes.Clone(p.RecordBatches)
-					r.alive = int64(len(p.RecordBatches))
-				}
 				r.f, r.err = bf.src.FetchedPartition(fd.topic, s.from, p)
 				r.bytes = len(p.RecordBatches)
-				if r.bytes == 0 {
-					r.alive = 0
+				if len(r.f.Batches) > 0 {
+					r.hold = hold{shared: shared, bytes: batchBytes(r.f.Batches)}
+					shared.parts++
+					shared.held += r.hold.bytes
+					shared.forwarded += r.hold.bytes
 				}
 			case full:
 				r.err = fmt.Errorf("%s fetch of %s[%d]: %w", bf.src.Name, fd.topic, fd.partition, kafkareq.ErrNoAnswer)
@@ -640,6 +737,9 @@ func (bf *brokerFetcher) deliver(sent map[kafkareq.PartKey]sentPart, resp *kmsg.
 		fd.answered = now
 		fd.add(r)
 	}
+	if shared.parts > 0 {
+		bf.mem.add(shared.bytes)
+	}
 	return total
 }
 
@@ -653,12 +753,10 @@ func (fd *feed) add(r fetchResult) {
 	}
 	if l := len(fd.buf); l > 0 && r.err == nil && len(r.f.Batches) == 0 && fd.buf[l-1].err == nil && len(fd.buf[l-1].f.Batches) == 0 {
 		fd.bufBytes -= fd.buf[l-1].bytes
-		fd.f.mem.add(-fd.buf[l-1].alive)
 		fd.buf = fd.buf[:l-1]
 	}
 	fd.buf = append(fd.buf, r)
 	fd.bufBytes += r.bytes
-	fd.f.mem.add(r.alive)
 	fd.signal()
 	fd.f.obs.FetchBuffered(fd.mirror, fd.topic, fd.partition, int64(fd.bufBytes))
 }

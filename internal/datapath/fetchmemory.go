@@ -15,13 +15,13 @@ import (
 //
 // A fetcher takes room for its next answer before it sends the fetch (the request's MaxBytes)
 // and gives back what its partitions did not keep. What they keep counts as the memory it
-// keeps alive: the one part of an answer forwarded as it is, its whole answer's buffer (see
-// copiesOut), the others their copies; until the partition's writes of it are answered
-// (the batches in flight are slices of it). When the room is spent, fetchers wait for it in
-// turn (first come, first served), so no source broker is starved by the others. Within the
-// memory, a partition that holds its share of record bytes (the memory divided among the
-// partitions fetching) is fetched no more until its writer takes some, so partitions whose
-// writers are slow cannot hold it all.
+// keeps alive: the buffers of the answers their parts are forwarded from (see answerBuffer),
+// until the partitions' writes of them are answered (the batches in flight are slices of
+// them); parts copied out of their answers when room is short count their copies. When the
+// room is spent, fetchers wait for it in turn (first come, first served), so no source broker
+// is starved by the others. Within the memory, a partition that holds its share of record
+// bytes (the memory divided among the partitions fetching) is fetched no more until its
+// writer takes some, so partitions whose writers are slow cannot hold it all.
 type FetchMemory struct {
 	limit int64
 	// minTake is the least room a fetch is sent with: a broker answers a fetch with at least
@@ -33,6 +33,7 @@ type FetchMemory struct {
 
 	mu      sync.Mutex
 	used    int64
+	running []*brokerFetcher
 	waiting []*brokerFetcher // for room, in turn
 }
 
@@ -114,9 +115,12 @@ func (m *FetchMemory) add(n int64) {
 }
 
 // start counts a fetcher that starts; leave counts it out again.
-func (m *FetchMemory) start() {
+func (m *FetchMemory) start(bf *brokerFetcher) {
 	if m != nil {
 		m.fetchers.Add(1)
+		m.mu.Lock()
+		m.running = append(m.running, bf)
+		m.mu.Unlock()
 	}
 }
 
@@ -124,7 +128,33 @@ func (m *FetchMemory) start() {
 func (m *FetchMemory) leave(bf *brokerFetcher) {
 	if m != nil {
 		m.fetchers.Add(-1)
+		m.mu.Lock()
+		m.running = slices.DeleteFunc(m.running, func(x *brokerFetcher) bool { return x == bf })
+		m.mu.Unlock()
 		m.stepOut(bf)
+	}
+}
+
+// squeeze copies the buffered parts of answers that others let go out of them, in every
+// fetcher (see answerBuffer): room is short. Called without any fetcher's mu held.
+func (m *FetchMemory) squeeze() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	running := slices.Clone(m.running)
+	m.mu.Unlock()
+	for _, bf := range running {
+		bf.squeeze()
+	}
+}
+
+// poke wakes the fetcher first in line: an answer may be squeezed now.
+func (m *FetchMemory) poke() {
+	if m != nil {
+		m.mu.Lock()
+		m.pokeFirst()
+		m.mu.Unlock()
 	}
 }
 

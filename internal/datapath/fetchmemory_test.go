@@ -80,7 +80,7 @@ func TestFetchMemoryDividesTheRoomOfAFetch(t *testing.T) {
 		want     int64
 	}{{1, 32 * mib}, {4, 8 * mib}, {100, mib}} {
 		for m.fetchers.Load() < int64(tc.fetchers) {
-			m.start()
+			m.start(&brokerFetcher{})
 		}
 		n := m.take(bf, 32*mib)
 		if n != tc.want {
@@ -249,7 +249,7 @@ func TestFetchMemoryCountsAnAnswerUntilItsWritesAreAnswered(t *testing.T) {
 	m := NewFetchMemory(1 << 20)
 	bf := &brokerFetcher{obs: NopObserver{}, mem: m, wake: make(chan struct{}, 1)}
 	fd := &feed{f: bf, maxBytes: 1 << 10, bufLimit: 8 << 10, ready: make(chan struct{}, 1),
-		buf: []fetchResult{{from: 0, bytes: 100, alive: 1000}, {from: 10, bytes: 100, alive: 3000}}, bufBytes: 200}
+		buf: []fetchResult{{from: 0, bytes: 100, hold: hold{bytes: 1000}}, {from: 10, bytes: 100, hold: hold{bytes: 3000}}}, bufBytes: 200}
 	m.add(4000) // as add counted them
 	ctx := context.Background()
 	used := func(when string, want int64) {
