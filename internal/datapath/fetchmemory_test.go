@@ -301,3 +301,29 @@ func bufferAnswer(t *testing.T, fd *feed, offset int64) weak.Pointer[byte] {
 	fd.bufBytes += len(answer)
 	return weak.Make(&answer[0])
 }
+
+// Once a write is answered, the session's queue of writes in flight does not keep its batch,
+// a slice of a fetched answer the fetch memory counts no more, alive.
+func TestAnsweredWriteIsNotKeptAlive(t *testing.T) {
+	s := &session{m: &PartitionMirror{}, cfg: &PartitionConfig{Observer: NopObserver{}}}
+	var first weak.Pointer[byte]
+	for i := range int64(2) {
+		batch := batchtest.Source(t, i, 0, batchtest.Records(1, 1), -1, 0)
+		if i == 0 {
+			first = weak.Make(&batch[0])
+		}
+		done := make(chan produced, 1)
+		done <- produced{base: i}
+		s.pending = append(s.pending, &inflight{batch: batch, expected: i, end: i + 1, done: done})
+	}
+	if err := s.awaitOldest(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		runtime.GC()
+	}
+	if first.Value() != nil {
+		t.Fatal("the answered write's batch is still reachable from the session's writes in flight")
+	}
+	runtime.KeepAlive(s)
+}
