@@ -28,12 +28,11 @@ type FetchMemory struct {
 	// one batch whatever its MaxBytes (KIP-74), so slivers of room would only be overrun.
 	minTake int64
 
-	feeds    atomic.Int64 // partitions fetching
-	fetchers atomic.Int64 // fetchers running
+	feeds atomic.Int64 // partitions fetching
 
 	mu      sync.Mutex
 	used    int64
-	running []*brokerFetcher
+	running []*brokerFetcher // fetchers
 	waiting []*brokerFetcher // for room, in turn
 }
 
@@ -81,9 +80,9 @@ func (m *FetchMemory) take(bf *brokerFetcher, want int64) int64 {
 	if m == nil {
 		return want
 	}
-	want = min(want, max(m.minTake, m.limit/(2*max(1, m.fetchers.Load()))))
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	want = min(want, max(m.minTake, m.limit/int64(2*max(1, len(m.running)))))
 	i := slices.Index(m.waiting, bf)
 	room := m.limit - m.used
 	if room < min(want, m.minTake) || i > 0 || (i < 0 && len(m.waiting) > 0) {
@@ -117,7 +116,6 @@ func (m *FetchMemory) add(n int64) {
 // start counts a fetcher that starts; leave counts it out again.
 func (m *FetchMemory) start(bf *brokerFetcher) {
 	if m != nil {
-		m.fetchers.Add(1)
 		m.mu.Lock()
 		m.running = append(m.running, bf)
 		m.mu.Unlock()
@@ -127,7 +125,6 @@ func (m *FetchMemory) start(bf *brokerFetcher) {
 // leave counts a stopping fetcher out and takes it out of the line.
 func (m *FetchMemory) leave(bf *brokerFetcher) {
 	if m != nil {
-		m.fetchers.Add(-1)
 		m.mu.Lock()
 		m.running = slices.DeleteFunc(m.running, func(x *brokerFetcher) bool { return x == bf })
 		m.mu.Unlock()
@@ -135,8 +132,9 @@ func (m *FetchMemory) leave(bf *brokerFetcher) {
 	}
 }
 
-// squeeze copies the buffered parts of answers that others let go out of them, in every
-// fetcher (see answerBuffer): room is short. Called without any fetcher's mu held.
+// squeeze has every fetcher copy buffered parts out of the answers they share where that
+// gives memory back (see brokerFetcher.squeeze): room is short. Called without any fetcher's
+// mu held.
 func (m *FetchMemory) squeeze() {
 	if m == nil {
 		return

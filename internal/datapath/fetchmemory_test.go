@@ -79,7 +79,7 @@ func TestFetchMemoryDividesTheRoomOfAFetch(t *testing.T) {
 		fetchers int
 		want     int64
 	}{{1, 32 * mib}, {4, 8 * mib}, {100, mib}} {
-		for m.fetchers.Load() < int64(tc.fetchers) {
+		for len(m.running) < tc.fetchers {
 			m.start(&brokerFetcher{})
 		}
 		n := m.take(bf, 32*mib)
