@@ -49,8 +49,9 @@ type kafkaNode struct {
 }
 
 // startupTimeout bounds how long a node may take to answer; a JVM starts in about 5 s on
-// two cores, several at once take longer.
-const startupTimeout = 90 * time.Second
+// two cores, several at once take longer: under the suite's load, a 3-broker Kafka 3.9.1
+// cluster's four JVMs once took over 90 s (its controller 27 s to elect itself).
+const startupTimeout = 3 * time.Minute
 
 func startKafka(cfg config) (*kafkaCluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
