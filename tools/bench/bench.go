@@ -361,11 +361,14 @@ func (b *bench) throughput(res *result) {
 		b.r.check(resetPeakRSS(pid), "resetting the worker's peak memory")
 		cpu0 := b.workerCPU()
 		produces0, batches0 := b.workerSum("kafkamirror_destination_produces_total"), b.workerSum("kafkamirror_destination_produce_partitions_total")
+		fetches0, fetched0 := b.workerSum("kafkamirror_source_fetches_total"), b.workerSum("kafkamirror_source_fetch_bytes_total")
 		failed := b.startMirror(topic)
 		t := b.watchCopy(topic, want, failed)
 		res.set("cpu."+codec.name, float64((b.workerCPU()-cpu0).Milliseconds())/(float64(payload)/(1<<20)))
 		res.set("perproduce."+codec.name, (b.workerSum("kafkamirror_destination_produce_partitions_total")-batches0)/
 			(b.workerSum("kafkamirror_destination_produces_total")-produces0))
+		res.set("perfetch."+codec.name, (b.workerSum("kafkamirror_source_fetch_bytes_total")-fetched0)/
+			(b.workerSum("kafkamirror_source_fetches_total")-fetches0)/1024)
 		peak, err := peakRSS(pid)
 		b.r.check(err, "the worker's peak memory")
 		res.set("rss."+codec.name, float64(peak)/(1<<20))

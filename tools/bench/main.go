@@ -236,6 +236,7 @@ var figureRows = []row{
 	{"worker peak resident memory while mirroring, zstd / uncompressed (MiB)", "", "throughput", formatted("%.0f / %.0f", "rss.zstd", "rss.none")},
 	{"source log bytes per batch, zstd / uncompressed (KiB)", "", "throughput", formatted("%.0f / %.0f", "batch.zstd", "batch.none")},
 	{"mirror: batches per destination produce request, zstd / uncompressed (direct ingest: -partitions)", "", "throughput", formatted("%.1f / %.1f", "perproduce.zstd", "perproduce.none")},
+	{"mirror: KiB per source fetch answer, zstd / uncompressed", "", "throughput", formatted("%.0f / %.0f", "perfetch.zstd", "perfetch.none")},
 	{"one busy + 7 idle: p50 (ms)", "", "busy", formatted("%.0f", "busy.p50")},
 	{"the busy partition read at the source itself: p50 / p99 (ms)", "", "busy", formatted("%.0f / %.0f", "busy.source.p50", "busy.source.p99")},
 	{"one busy + 7 idle: p99 over the first -busy-warm-up on fresh brokers (ms)", "", "busy", formatted("%.0f", "busy.warmup.p99")},
