@@ -668,7 +668,9 @@ func percentile(sorted []time.Duration, q float64) float64 {
 
 // busyBesideIdle writes a steady stream into one partition while 7 others on the same
 // broker stay idle, and measures the stream's end-to-end delay, beside the delay until a
-// reader of the source itself sees each record (the floor of any copy).
+// reader of the source itself sees each record; then the same stream through a
+// consumer+producer copier, and written to the destination and read there: a copy adds at
+// least the destination's own delay to the source's.
 func (b *bench) busyBesideIdle(res *result) {
 	const topic = "busy"
 	b.createTopic(b.sadm, topic, 8, nil)
@@ -685,26 +687,63 @@ func (b *bench) busyBesideIdle(res *result) {
 	// or the session starting (the idle measurement's first pickup shows that).
 	b.r.check(prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Partition: 0}).FirstErr(), "warming up the busy partition's writer")
 	b.watchCopy(topic, map[int32]int64{0: 1}, nil)
-	stream := func(d time.Duration) (delays, sourceDelays []time.Duration) {
-		sent := 0
-		for end := time.Now().Add(d); time.Now().Before(end); sent++ {
-			prod.Produce(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: stamp()}, nil)
-			time.Sleep(2 * time.Millisecond)
-		}
-		b.r.check(prod.Flush(b.ctx()), "flushing the busy partition")
-		return b.collect(got, sent), b.collect(atSource, sent)
-	}
 	// A fresh JVM compiles the brokers' produce and fetch paths in its first seconds, when
 	// the source's own readers wait tens of milliseconds too; brokers in use did so long
 	// ago. Those seconds are a figure of their own.
-	warm, _ := stream(b.o.busyWarmUp)
-	res.set("busy.warmup.p99", percentile(warm, 0.99))
-	ds, sds := stream(b.o.busyFor)
-	res.set("busy.p50", percentile(ds, 0.5))
-	res.set("busy.p99", percentile(ds, 0.99))
-	res.set("busy.source.p50", percentile(sds, 0.5))
-	res.set("busy.source.p99", percentile(sds, 0.99))
+	warm := b.stream(prod, topic, b.o.busyWarmUp, got, atSource)
+	res.set("busy.warmup.p99", percentile(warm[0], 0.99))
+	ds := b.stream(prod, topic, b.o.busyFor, got, atSource)
+	res.set("busy.p50", percentile(ds[0], 0.5))
+	res.set("busy.p99", percentile(ds[0], 0.99))
+	res.set("busy.source.p50", percentile(ds[1], 0.5))
+	res.set("busy.source.p99", percentile(ds[1], 0.99))
 	b.pause(topic)
+
+	// The consumer+producer copier over the same stream: what a copy that decodes and
+	// re-produces each record adds.
+	const copied = "busy-copy"
+	b.createTopic(b.dadm, copied, 1, nil)
+	atCopy := make(chan time.Duration, 1<<16)
+	b.latencies(ctx, b.dst, copied, map[int32]int64{0: 0}, atCopy)
+	from := map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(b.endOffsets(b.src, topic)[0])}}
+	cons, _ := b.client(b.src, kgo.ConsumePartitions(from), kgo.FetchMaxWait(time.Second))
+	cprod, _ := b.client(b.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	go func() {
+		for ctx.Err() == nil {
+			cons.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
+				cprod.Produce(ctx, &kgo.Record{Topic: copied, Partition: 0, Value: rec.Value}, nil)
+			})
+		}
+	}()
+	cds := b.stream(prod, topic, b.o.busyFor, atCopy)
+	res.set("busy.copier.p50", percentile(cds[0], 0.5))
+	res.set("busy.copier.p99", percentile(cds[0], 0.99))
+
+	const direct = "busy-direct"
+	b.createTopic(b.dadm, direct, 1, nil)
+	atDestination := make(chan time.Duration, 1<<16)
+	b.latencies(ctx, b.dst, direct, map[int32]int64{0: 0}, atDestination)
+	dprod, _ := b.client(b.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	b.r.check(dprod.ProduceSync(b.ctx(), &kgo.Record{Topic: direct, Partition: 0}).FirstErr(), "warming up the destination's writer")
+	dds := b.stream(dprod, direct, b.o.busyFor, atDestination)
+	res.set("busy.destination.p50", percentile(dds[0], 0.5))
+	res.set("busy.destination.p99", percentile(dds[0], 0.99))
+}
+
+// stream writes a stamped record into partition 0 of topic every 2 ms for d and returns
+// the sorted delays each reader feeding readers saw them with.
+func (b *bench) stream(prod *kgo.Client, topic string, d time.Duration, readers ...chan time.Duration) [][]time.Duration {
+	sent := 0
+	for end := time.Now().Add(d); time.Now().Before(end); sent++ {
+		prod.Produce(context.Background(), &kgo.Record{Topic: topic, Partition: 0, Value: stamp()}, nil)
+		time.Sleep(2 * time.Millisecond)
+	}
+	b.r.check(prod.Flush(b.ctx()), "flushing "+topic)
+	delays := make([][]time.Duration, len(readers))
+	for i, r := range readers {
+		delays[i] = b.collect(r, sent)
+	}
+	return delays
 }
 
 // collect waits for n delays (at most o.waitLimit) and returns them sorted.

@@ -239,6 +239,8 @@ var figureRows = []row{
 	{"mirror: KiB per source fetch answer, zstd / uncompressed", "", "throughput", formatted("%.0f / %.0f", "perfetch.zstd", "perfetch.none")},
 	{"one busy + 7 idle: p50 (ms)", "", "busy", formatted("%.0f", "busy.p50")},
 	{"the busy partition read at the source itself: p50 / p99 (ms)", "", "busy", formatted("%.0f / %.0f", "busy.source.p50", "busy.source.p99")},
+	{"the same stream through a consumer+producer copier: p50 / p99 (ms)", "", "busy", formatted("%.0f / %.0f", "busy.copier.p50", "busy.copier.p99")},
+	{"the same stream written to the destination and read there: p50 / p99 (ms)", "", "busy", formatted("%.0f / %.0f", "busy.destination.p50", "busy.destination.p99")},
 	{"one busy + 7 idle: p99 over the first -busy-warm-up on fresh brokers (ms)", "", "busy", formatted("%.0f", "busy.warmup.p99")},
 	{"one partition catching up beside idle ones / alone / the destination's direct raw ingest of it, zstd (MiB/s)", "", "skewed", formatted("%.1f / %.1f / %.1f", "skew.beside", "skew.alone", "skew.raw")},
 	{"idle partitions: first record right after all MIRRORING picked up after (ms)", "", "idle", formatted("%.0f", "idle.first")},
