@@ -213,6 +213,10 @@ func (fd *feed) signal() {
 	}
 }
 
+// arrived is signalled when an answer arrives for the feed; next consumes the same signal,
+// but looks at what the feed holds first.
+func (fd *feed) arrived() <-chan struct{} { return fd.ready }
+
 // next returns the answer of a fetch from offset. An offset other than where the buffered
 // answers start (the session retries, or skipped ahead) drops them and fetches from there.
 func (fd *feed) next(ctx context.Context, offset int64) (kafkareq.Fetched, error) {

@@ -633,13 +633,8 @@ func (s *session) copyOnce(ctx context.Context) error {
 	if s.feed == nil {
 		s.feed = subscribe(m.src, s.src, cfg, offset)
 	}
-	// Writes stay in flight from one answer into the next while the next is already fetched,
-	// so the destination is never idle between answers; before the session waits for the
-	// source, every write is answered: that is where progress becomes visible.
-	if !s.feed.holds(offset) {
-		if err := s.flush(); err != nil {
-			return err
-		}
+	if err := s.awaitSource(ctx, offset); err != nil {
+		return err
 	}
 	// The answers whose writes are all answered keep no memory alive any more.
 	if len(s.pending) > 0 {
@@ -985,14 +980,41 @@ func (s *session) check(p *inflight, r produced) error {
 	return r.err
 }
 
+// awaitSource waits until the feed holds the answer from offset while writes are in flight,
+// checking their answers as they come. Writes stay in flight from one fetched answer into the
+// next, so the destination is never idle between answers; nor do the next answer's writes
+// wait for the last answers of the one before (a stream of small batches, one per answer,
+// otherwise waited out a produce round trip at each: 30 ms at p99 on Apache Kafka 4.4).
+// Progress becomes visible as the answers come.
+func (s *session) awaitSource(ctx context.Context, offset int64) error {
+	for len(s.pending) > 0 && !s.feed.holds(offset) {
+		select {
+		case r := <-s.pending[0].done:
+			if err := s.settleOldest(r); err != nil {
+				return err
+			}
+		case <-s.feed.arrived():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// awaitOldest waits for the oldest write in flight to be answered, and checks the answer.
 func (s *session) awaitOldest() error {
+	return s.settleOldest(<-s.pending[0].done)
+}
+
+// settleOldest checks r, the answer to the oldest write in flight.
+func (s *session) settleOldest(r produced) error {
 	p := s.pending[0]
 	s.pending[0] = nil // its batch must not keep the answer it came from alive
 	s.pending = s.pending[1:]
 	// An OUT_OF_ORDER_SEQUENCE_NUMBER (a request overtook its predecessor) ends the session
 	// like any other error: the next one starts from the destination's end offset, which is
 	// the only position that is certain.
-	if err := s.check(p, <-p.done); err != nil {
+	if err := s.check(p, r); err != nil {
 		return err
 	}
 	s.cfg.Observer.Mirrored(s.cfg.Mirror, s.cfg.Topic, s.cfg.Partition, p.end-p.expected, int64(len(p.batch)))
