@@ -17,13 +17,7 @@ import (
 // A source batch that fails its CRC fails its partition for good, naming the offset; the
 // topic's other partitions keep mirroring and the worker keeps running.
 func TestEngineFailsOnlyThePartitionWithACorruptBatch(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "t", 2, nil)
-	prod := src.ManualProducer(t)
-	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 0, 5, "a")...)
-	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 0, 5, "b")...)
-	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 1, 7, "c")...)
-	stored := src.RawBatches(t, "t", 0)
+	src, dst, stored := twoPartitionTopic(t, "a", "b")
 	last := recordbatch.Batch(stored[len(stored)-1])
 	bad := slices.Clone(stored[len(stored)-1])
 	bad[len(bad)-1] ^= 0xff // a bit flipped on disk, or on the way
@@ -43,26 +37,39 @@ func TestEngineFailsOnlyThePartitionWithACorruptBatch(t *testing.T) {
 	}
 }
 
+// twoPartitionTopic creates topic t of two partitions on a fresh source, writes a batch of
+// 5 records to partition 0 for each of rounds and one of 7 to partition 1, and returns the
+// clusters and partition 0's stored batches.
+func twoPartitionTopic(t *testing.T, rounds ...string) (src, dst *kafkatest.Cluster, stored [][]byte) {
+	t.Helper()
+	src, dst = kafkatest.Pair(t)
+	src.CreateTopic(t, "t", 2, nil)
+	prod := src.ManualProducer(t)
+	for _, r := range rounds {
+		kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 0, 5, r)...)
+	}
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 1, 7, "c")...)
+	return src, dst, src.RawBatches(t, "t", 0)
+}
+
 // awaitFailedForGoodBesideMirroring waits until partition 0 of topic t of mirror m is
 // FAILED waiting for the operator while partition 1 mirrors with no lag, and returns
 // partition 0.
 func awaitFailedForGoodBesideMirroring(t *testing.T, e *Engine) PartitionDescription {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var p0 PartitionDescription
+	kafkatest.WaitFor(t, time.Minute, "partition 0 FAILED for good beside a mirroring partition 1", func() (bool, string) {
 		d, err := e.DescribeMirrorTopic(context.Background(), "m", "t")
-		if err == nil && len(d.Partitions) == 2 {
-			p0, p1 := d.Partitions[0], d.Partitions[1]
-			// A FAILED with a retry is a transient error while the destination topic appears.
-			if p0.State == partitionstate.StateFailed && p0.RetryAttempt == -1 && p1.State == partitionstate.StateMirroring && p1.Lag == 0 {
-				return p0
-			}
+		if err != nil || len(d.Partitions) != 2 {
+			return false, fmt.Sprintf("%+v (%v)", d, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("partition 0 not FAILED for good beside a mirroring partition 1: %+v (%v)", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		p0 = d.Partitions[0]
+		p1 := d.Partitions[1]
+		// A FAILED with a retry is a transient error while the destination topic appears.
+		return p0.State == partitionstate.StateFailed && p0.RetryAttempt == -1 && p1.State == partitionstate.StateMirroring && p1.Lag == 0,
+			fmt.Sprintf("%+v", d)
+	})
+	return p0
 }
 
 // A source batch whose CRC holds but whose records do not parse is forwarded as it is (the
@@ -71,12 +78,7 @@ func awaitFailedForGoodBesideMirroring(t *testing.T, e *Engine) PartitionDescrip
 // with back-off and then waits for the operator, naming the refusal; the topic's other
 // partition mirrors on, and nothing after the batch is written.
 func TestEngineFailsThePartitionWhoseBatchTheDestinationRefuses(t *testing.T) {
-	src, dst := kafkatest.Pair(t)
-	src.CreateTopic(t, "t", 2, nil)
-	prod := src.ManualProducer(t)
-	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 0, 5, "a")...)
-	kafkatest.ProduceSync(t, prod, kafkatest.Records("t", 1, 7, "c")...)
-	stored := src.RawBatches(t, "t", 0)
+	src, dst, stored := twoPartitionTopic(t, "a")
 	next := recordbatch.Batch(stored[len(stored)-1]).LastOffset() + 1
 	// One record whose length claims more bytes than the batch holds, sealed with a true CRC.
 	bad := recordbatch.Seal(recordbatch.Spec{Producer: recordbatch.Producer{ID: -1, Epoch: -1, Sequence: -1}}, 0, []byte{0x7e, 0, 0, 0}, 1, 0)
