@@ -730,8 +730,8 @@ func (b *bench) busyBesideIdle(res *result) {
 	res.set("busy.destination.p99", percentile(dds[0], 0.99))
 }
 
-// stream writes a stamped record into partition 0 of topic every 2 ms for d and returns
-// the sorted delays each reader feeding readers saw them with.
+// stream writes a stamped record into partition 0 of topic every 2 ms for d and returns,
+// for each of readers (fed by latencies), the sorted delays it saw the records with.
 func (b *bench) stream(prod *kgo.Client, topic string, d time.Duration, readers ...chan time.Duration) [][]time.Duration {
 	sent := 0
 	for end := time.Now().Add(d); time.Now().Before(end); sent++ {
