@@ -10,7 +10,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -59,7 +61,7 @@ func Opts(s Settings) ([]kgo.Opt, error) {
 			return nil, fmt.Errorf("bootstrap_servers: %q is not host:port", hp)
 		}
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(s.BootstrapServers...)}
+	opts := []kgo.Opt{kgo.SeedBrokers(s.BootstrapServers...), kgo.RetryBackoffFn(retryBackoff), kgo.RequestRetries(requestRetries)}
 	if s.TLS != nil {
 		cfg, err := s.TLS.Config()
 		if err != nil {
@@ -79,6 +81,27 @@ func Opts(s Settings) ([]kgo.Opt, error) {
 	}
 	return opts, nil
 }
+
+// retryBackoff is how long a client waits before it tries a failed request again the
+// fails-th time: Apache Kafka's own clients' backoff (retry.backoff.ms 100 ms doubling up to
+// retry.backoff.max.ms 1 s, 20 % jitter, KIP-580) rather than franz-go's 250 ms doubling up
+// to 5 s. What a retry waits for often comes piecemeal — a broker creates a new topic's
+// partition logs one after another for seconds, and a request is retried whole while any of
+// its partitions is not there yet — and franz-go's steps would find the last one up to twice
+// as late as it came.
+func retryBackoff(fails int) time.Duration {
+	const first, most = 100 * time.Millisecond, time.Second
+	d := most
+	if fails < 5 {
+		d = min(first<<max(fails-1, 0), most)
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// requestRetries leaves the end of a request's retries to franz-go's retry timeout (30 s for
+// most requests), as with its own backoff, rather than to the count its shorter steps reach
+// sooner.
+const requestRetries = 60
 
 // Config builds a client TLS configuration (TLS 1.2 or later).
 func (t TLS) Config() (*tls.Config, error) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestOpts(t *testing.T) {
@@ -14,9 +15,9 @@ func TestOpts(t *testing.T) {
 		wantErr string // "" = valid
 		opts    int
 	}{
-		{"plaintext", Settings{BootstrapServers: seeds}, "", 1},
-		{"tls and scram", Settings{BootstrapServers: seeds, TLS: &TLS{ServerName: "kafka"}, SASL: &SASL{Mechanism: "scram-sha-512", Username: "u", Password: "p"}}, "", 3},
-		{"plain", Settings{BootstrapServers: seeds, SASL: &SASL{Mechanism: "PLAIN", Username: "u"}}, "", 2},
+		{"plaintext", Settings{BootstrapServers: seeds}, "", 3},
+		{"tls and scram", Settings{BootstrapServers: seeds, TLS: &TLS{ServerName: "kafka"}, SASL: &SASL{Mechanism: "scram-sha-512", Username: "u", Password: "p"}}, "", 5},
+		{"plain", Settings{BootstrapServers: seeds, SASL: &SASL{Mechanism: "PLAIN", Username: "u"}}, "", 4},
 		{"no servers", Settings{}, "at least one host:port is required", 0},
 		{"no port", Settings{BootstrapServers: []string{"kafka-1"}}, `"kafka-1" is not host:port`, 0},
 		{"empty port", Settings{BootstrapServers: []string{"kafka-1:"}}, "is not host:port", 0},
@@ -55,5 +56,19 @@ func TestSecretsRedacted(t *testing.T) {
 	}
 	if got := s.SASL.String(); !strings.Contains(got, Redacted) || !strings.Contains(got, "u") {
 		t.Errorf("SASL.String() = %q", got)
+	}
+}
+
+// Retries wait as Kafka's own clients do: 100 ms doubling up to 1 s, each within 20 %.
+func TestRetryBackoff(t *testing.T) {
+	for _, tt := range []struct {
+		fails int
+		want  time.Duration
+	}{{0, 100 * time.Millisecond}, {1, 100 * time.Millisecond}, {2, 200 * time.Millisecond}, {3, 400 * time.Millisecond}, {4, 800 * time.Millisecond}, {5, time.Second}, {40, time.Second}, {requestRetries, time.Second}} {
+		for range 100 {
+			if got := retryBackoff(tt.fails); got < tt.want*8/10 || got > tt.want*12/10 {
+				t.Fatalf("retryBackoff(%d) = %v, want %v ± 20 %%", tt.fails, got, tt.want)
+			}
+		}
 	}
 }
