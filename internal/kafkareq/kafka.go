@@ -327,6 +327,67 @@ func (c Cluster) LogOffsets(ctx context.Context, tps []TopicPartition) map[Topic
 // request per partition leader (kgo splits ListOffsets by leader). Every partition of tps
 // gets an answer or an error of its own.
 func (c Cluster) ListOffsets(ctx context.Context, tps []TopicPartition, timestamp int64) map[TopicPartition]ListedOffset {
+	out := make(map[TopicPartition]ListedOffset, len(tps))
+	for _, shard := range c.Client.RequestSharded(ctx, listOffsetsRequest(tps, timestamp)) {
+		resp, _ := shard.Resp.(*kmsg.ListOffsetsResponse)
+		c.readListedOffsets(out, shard.Req.(*kmsg.ListOffsetsRequest), resp, shard.Err)
+	}
+	for _, tp := range tps {
+		if _, ok := out[tp]; !ok {
+			out[tp] = ListedOffset{Err: fmt.Errorf("%s %s[%d]: no offsets returned", c.Name, tp.Topic, tp.Partition)}
+		}
+	}
+	return out
+}
+
+// EndOffsetsOnce lists the end offset (high watermark) of every partition of topics with one
+// ListOffsets request to each leader, sent once. A partition its leader answers with an error
+// gets that error (a *kerr.Error) while the others get their offsets: kgo's sharded
+// ListOffsets sends a leader's whole request again until every partition in it answers, for
+// seconds while a broker creates a new topic's partition logs one after another. A partition
+// whose leader did not answer gets that failure, not a *kerr.Error; a topic the cluster does
+// not know has no entries. err is a metadata request that failed.
+func (c Cluster) EndOffsetsOnce(ctx context.Context, topics []string) (map[TopicPartition]ListedOffset, error) {
+	meta, err := c.Admin.Metadata(ctx, topics...)
+	if err != nil {
+		return nil, mirrorerr.WrapAuth(c.Name, "read the metadata of "+strings.Join(topics, ", "), err)
+	}
+	out := map[TopicPartition]ListedOffset{}
+	byLeader := map[int32][]TopicPartition{}
+	for _, td := range meta.Topics {
+		if td.Err != nil {
+			continue
+		}
+		for _, pd := range td.Partitions {
+			tp := TopicPartition{Topic: td.Topic, Partition: pd.Partition}
+			switch {
+			case pd.Err != nil:
+				out[tp] = ListedOffset{Err: pd.Err}
+			case pd.Leader < 0:
+				out[tp] = ListedOffset{Err: kerr.LeaderNotAvailable}
+			default:
+				byLeader[pd.Leader] = append(byLeader[pd.Leader], tp)
+			}
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for leader, tps := range byLeader {
+		wg.Go(func() {
+			req := listOffsetsRequest(tps, -1)
+			kresp, err := c.Client.Broker(int(leader)).Request(ctx, req)
+			resp, _ := kresp.(*kmsg.ListOffsetsResponse)
+			mu.Lock()
+			defer mu.Unlock()
+			c.readListedOffsets(out, req, resp, err)
+		})
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// listOffsetsRequest asks for one offset (-2 log start, -1 end) of each of tps.
+func listOffsetsRequest(tps []TopicPartition, timestamp int64) *kmsg.ListOffsetsRequest {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	byTopic := map[string]int{}
@@ -343,32 +404,32 @@ func (c Cluster) ListOffsets(ctx context.Context, tps []TopicPartition, timestam
 		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = tp.Partition, timestamp, -1
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	out := make(map[TopicPartition]ListedOffset, len(tps))
-	for _, shard := range c.Client.RequestSharded(ctx, req) {
-		if shard.Err != nil {
-			for _, t := range shard.Req.(*kmsg.ListOffsetsRequest).Topics {
-				for _, p := range t.Partitions {
-					out[TopicPartition{Topic: t.Topic, Partition: p.Partition}] = ListedOffset{Err: mirrorerr.WrapAuth(c.Name, "list offsets of "+t.Topic, shard.Err)}
-				}
-			}
-			continue
+	return req
+}
+
+// readListedOffsets puts into out the answer to req: each partition's offset or error, or
+// err for every partition req asked for.
+func (c Cluster) readListedOffsets(out map[TopicPartition]ListedOffset, req *kmsg.ListOffsetsRequest, resp *kmsg.ListOffsetsResponse, err error) {
+	if err != nil || resp == nil {
+		if err == nil {
+			err = fmt.Errorf("%s: no ListOffsets response", c.Name)
 		}
-		for _, t := range shard.Resp.(*kmsg.ListOffsetsResponse).Topics {
+		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
-				o := ListedOffset{Offset: p.Offset}
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					o = ListedOffset{Err: mirrorerr.WrapAuth(c.Name, "list offsets of "+t.Topic, err)}
-				}
-				out[TopicPartition{Topic: t.Topic, Partition: p.Partition}] = o
+				out[TopicPartition{Topic: t.Topic, Partition: p.Partition}] = ListedOffset{Err: mirrorerr.WrapAuth(c.Name, "list offsets of "+t.Topic, err)}
 			}
 		}
+		return
 	}
-	for _, tp := range tps {
-		if _, ok := out[tp]; !ok {
-			out[tp] = ListedOffset{Err: fmt.Errorf("%s %s[%d]: no offsets returned", c.Name, tp.Topic, tp.Partition)}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			o := ListedOffset{Offset: p.Offset}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				o = ListedOffset{Err: mirrorerr.WrapAuth(c.Name, "list offsets of "+t.Topic, err)}
+			}
+			out[TopicPartition{Topic: t.Topic, Partition: p.Partition}] = o
 		}
 	}
-	return out
 }
 
 // DeleteRecords moves the partition's log start to offset. Apache Kafka's leader moves its

@@ -40,20 +40,7 @@ func (c *Cluster) shrinkLogEnd(t TB, topic string, partition int32, by int64, n 
 		t.Fatalf("kafkatest: offset faults: no topic %q on %s", topic, c.id)
 		return nil
 	}
-	f := newFaults(n)
-	c.fake.ControlKey(int16(kmsg.ListOffsets), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.fake.KeepControl()
-		if f.served() {
-			c.fake.DropControl()
-			return nil, nil, false
-		}
-		req := kreq.(*kmsg.ListOffsetsRequest)
-		resp := listedOffsets(c, req, topic, partition, by)
-		if resp == nil || !f.take() {
-			return nil, nil, false
-		}
-		return resp, nil, true
-	})
+	f := c.listOffsetsFaults(offsetFault{topic: topic, partition: partition, by: by}, n)
 	if logEndToo {
 		c.fake.ControlKey(int16(kmsg.OffsetForLeaderEpoch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 			c.fake.KeepControl()
@@ -83,17 +70,58 @@ func (c *Cluster) shrinkLogEnd(t TB, topic string, partition int32, by int64, n 
 	return f
 }
 
-// listedOffsets answers a ListOffsets request that asks for the latest offset of topic's
-// partition, that one less by, from kfake's state; nil (kfake answers) for any other
-// request, or one asking for other timestamps than the earliest and latest.
-func listedOffsets(c *Cluster, req *kmsg.ListOffsetsRequest, topic string, partition int32, by int64) *kmsg.ListOffsetsResponse {
+// LogNotCreated answers the next n ListOffsets requests that ask for topic's partition with
+// NOT_LEADER_OR_FOLLOWER for it, and the request's other partitions from kfake's state: what
+// an Apache Kafka leader answers for a new topic's partition until it created the partition's
+// log, which it does one partition after another for seconds after CreateTopics answered
+// (1,000 partitions on 4.4: the last listable 1.4 to 6.9 s after).
+func (c *Cluster) LogNotCreated(t TB, topic string, partition int32, n int) *Faults {
+	t.Helper()
+	if c.fake == nil || c.fake.TopicInfo(topic) == nil {
+		t.Fatalf("kafkatest: offset faults need a kfake cluster with topic %q, %s is not", topic, c.id)
+		return nil
+	}
+	return c.listOffsetsFaults(offsetFault{topic: topic, partition: partition, notCreated: true}, n)
+}
+
+// offsetFault is how a fault changes one partition's ListOffsets answers.
+type offsetFault struct {
+	topic      string
+	partition  int32
+	by         int64 // its latest offset less by
+	notCreated bool  // NOT_LEADER_OR_FOLLOWER for any offset of it
+}
+
+// listOffsetsFaults answers the next n ListOffsets requests that fault applies to.
+func (c *Cluster) listOffsetsFaults(fault offsetFault, n int) *Faults {
+	f := newFaults(n)
+	c.fake.ControlKey(int16(kmsg.ListOffsets), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.fake.KeepControl()
+		if f.served() {
+			c.fake.DropControl()
+			return nil, nil, false
+		}
+		resp := listedOffsets(c, kreq.(*kmsg.ListOffsetsRequest), fault)
+		if resp == nil || !f.take() {
+			return nil, nil, false
+		}
+		return resp, nil, true
+	})
+	return f
+}
+
+// listedOffsets answers from kfake's state, as fault changes it, a ListOffsets request that
+// asks for the latest offset of the fault's partition (any offset of it when notCreated);
+// nil (kfake answers) for any other request, or one asking for other timestamps than the
+// earliest and latest.
+func listedOffsets(c *Cluster, req *kmsg.ListOffsetsRequest, fault offsetFault) *kmsg.ListOffsetsResponse {
 	asks := false
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
 			if rp.Timestamp != -1 && rp.Timestamp != earliestOffset {
 				return nil
 			}
-			asks = asks || (rt.Topic == topic && rp.Partition == partition && rp.Timestamp == -1)
+			asks = asks || (rt.Topic == fault.topic && rp.Partition == fault.partition && (rp.Timestamp == -1 || fault.notCreated))
 		}
 	}
 	if !asks || req.ReplicaID == debugReplica {
@@ -110,7 +138,8 @@ func listedOffsets(c *Cluster, req *kmsg.ListOffsetsRequest, topic string, parti
 			switch {
 			case pi == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case c.fake.LeaderFor(rt.Topic, rp.Partition) != c.fake.CurrentNode():
+			case c.fake.LeaderFor(rt.Topic, rp.Partition) != c.fake.CurrentNode(),
+				fault.notCreated && rt.Topic == fault.topic && rp.Partition == fault.partition:
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case rp.Timestamp == earliestOffset:
 				sp.Offset, sp.LeaderEpoch = pi.LogStartOffset, pi.Epoch
@@ -119,8 +148,8 @@ func listedOffsets(c *Cluster, req *kmsg.ListOffsetsRequest, topic string, parti
 				if req.IsolationLevel == 1 {
 					end = pi.LastStableOffset
 				}
-				if rt.Topic == topic && rp.Partition == partition {
-					end = max(end-by, pi.LogStartOffset)
+				if rt.Topic == fault.topic && rp.Partition == fault.partition {
+					end = max(end-fault.by, pi.LogStartOffset)
 				}
 				sp.Offset, sp.LeaderEpoch = end, pi.Epoch
 			}

@@ -64,3 +64,40 @@ func TestStrictLoseLogEnd(t *testing.T) {
 		t.Fatalf("epoch end %d, want 1", got)
 	}
 }
+
+// A partition whose log the leader has not created yet: NOT_LEADER_OR_FOLLOWER for it, its
+// neighbours' offsets beside, n times.
+func TestStrictLogNotCreated(t *testing.T) {
+	c := New(t)
+	c.CreateTopic(t, "t", 2, nil)
+	cl := c.Client(t)
+	mustProduce(t, cl, "t", 0, kv("k", "a", 1), kv("k", "b", 2))
+	list := func() (codes [2]int16, offsets [2]int64) {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "t"
+		for p := range int32(2) {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(testCtx(t), cl.Broker(int(c.Fake().LeaderFor("t", 0))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			codes[p.Partition], offsets[p.Partition] = p.ErrorCode, p.Offset
+		}
+		return codes, offsets
+	}
+	notCreated := c.LogNotCreated(t, "t", 1, 1)
+	if codes, offsets := list(); codes != [2]int16{0, kerr.NotLeaderForPartition.Code} || offsets[0] != 2 {
+		t.Fatalf("error codes %v, offsets %v; want partition 0 at 2 beside NOT_LEADER_OR_FOLLOWER for partition 1", codes, offsets)
+	}
+	notCreated.Wait(t, time.Second)
+	if codes, offsets := list(); codes != [2]int16{} || offsets != [2]int64{2, 0} {
+		t.Fatalf("error codes %v, offsets %v once its log exists; want offsets 2 and 0", codes, offsets)
+	}
+}

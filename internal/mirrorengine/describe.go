@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkareq"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kip"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/metadatasync"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
@@ -293,7 +293,9 @@ type observation struct {
 func (o observation) down(k offsetKey) bool { return o.sides[k.side] || o.partitions[k] }
 
 // observeEnds asks the destination, and the mirror's source when withSource, for the topics'
-// end offsets, both at once and each within describeTimeout, and caches what they answered.
+// end offsets, both at once and each within describeTimeout, and caches what they answered:
+// each leader once, so that a partition a leader does not yet serve (a new topic's, while the
+// broker creates its log) does not keep its neighbours' offsets from the answer.
 func (e *Engine) observeEnds(ctx context.Context, mirror string, topics []string, withSource bool) observation {
 	obs := observation{sides: map[string]bool{}, partitions: map[offsetKey]bool{}}
 	if len(topics) == 0 {
@@ -303,22 +305,22 @@ func (e *Engine) observeEnds(ctx context.Context, mirror string, topics []string
 	defer cancel()
 	type answer struct {
 		side string
-		ends kadm.ListedOffsets
+		ends map[kafkareq.TopicPartition]kafkareq.ListedOffset
 		err  error
 	}
 	answers := make(chan answer, 2)
-	ask := func(side string, adm *kadm.Client) {
-		ends, err := adm.ListEndOffsets(ctx, topics...)
+	ask := func(side string, c kafkareq.Cluster) {
+		ends, err := c.EndOffsetsOnce(ctx, topics)
 		answers <- answer{side, ends, err}
 	}
 	asked, dstAsked := 1, time.Now()
-	go ask(sideDestination, e.dst.Admin)
+	go ask(sideDestination, e.dst)
 	if withSource {
 		if src, err := e.source(mirror); err != nil {
 			obs.sides[sideSource] = true
 		} else {
 			asked++
-			go ask(sideSource, kadm.NewClient(src))
+			go ask(sideSource, kafkareq.NewCluster(sideSource, src))
 		}
 	}
 	for range asked {
@@ -328,8 +330,8 @@ func (e *Engine) observeEnds(ctx context.Context, mirror string, topics []string
 			continue
 		}
 		at := time.Now()
-		a.ends.Each(func(o kadm.ListedOffset) {
-			k := offsetKey{side: a.side, topic: o.Topic, partition: o.Partition}
+		for tp, o := range a.ends {
+			k := offsetKey{side: a.side, topic: tp.Topic, partition: tp.Partition}
 			if a.side == sideSource {
 				k.mirror = mirror
 			}
@@ -338,12 +340,12 @@ func (e *Engine) observeEnds(ctx context.Context, mirror string, topics []string
 			case o.Err == nil:
 				e.offsets.put(k, o.Offset, at)
 				if a.side == sideDestination {
-					e.checkDestinationEnd(ctx, partitionKey{mirror, o.Topic, o.Partition}, o.Offset, dstAsked)
+					e.checkDestinationEnd(ctx, partitionKey{mirror, tp.Topic, tp.Partition}, o.Offset, dstAsked)
 				}
 			case !errors.As(o.Err, &ke):
 				obs.partitions[k] = true // the leader's broker did not answer (a Kafka error is an answer)
 			}
-		})
+		}
 	}
 	return obs
 }

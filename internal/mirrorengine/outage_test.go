@@ -2,6 +2,7 @@ package mirrorengine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkaconn"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/kafkatest"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/mirrorstate"
 	"github.com/kafkamirror/terraform-provider-kafkamirror/internal/partitionstate"
@@ -83,5 +85,64 @@ func TestEngineSourceBlackhole(t *testing.T) {
 	}
 	if p := d.Partitions[0]; p.SourceOffset != 80 || p.Lag != 0 {
 		t.Fatalf("after healing: %+v", p)
+	}
+}
+
+// A destination partition its leader answers NOT_LEADER_OR_FOLLOWER for (Apache Kafka does
+// for a new topic's partition, for seconds, until it created the partition's log) is asked
+// once per describe: the answer comes at once with its neighbours' fresh offsets and its own
+// last known one, and names no cluster unreachable (the broker answered). A describe used to
+// ask the leader again and again until its 3 s bound. The destination client has the
+// worker's options: a test client's quick retries would give up on the partition sooner.
+func TestDescribeAsksEachLeaderOnce(t *testing.T) {
+	src, dst, _ := sourceTopic(t, "t", 2, 50, "first")
+	opts, err := kafkaconn.Opts(kafkaconn.Settings{BootstrapServers: dst.Addrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := Open(ctx, Config{Destination: cl, Retry: fastRetry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	createMirror(t, e, "m", src)
+	start(t, e, "m", "t", "")
+	waitState(t, e, "m", "t", 2, partitionstate.StateMirroring)
+	kafkatest.WaitIdentical(t, src, dst, "t", kafkatest.IdenticalWithin)
+	kafkatest.WaitFor(t, 30*time.Second, "describe to read partition 1's destination offset 50", func() (bool, string) {
+		d, err := e.DescribeMirrorTopic(context.Background(), "m", "t")
+		if err != nil {
+			return false, err.Error()
+		}
+		return d.Partitions[1].DestinationOffset == 50, fmt.Sprint(d.Partitions)
+	})
+
+	notServed := dst.LogNotCreated(t, "t", 1, 1)
+	asked := time.Now()
+	d, err := e.DescribeMirrorTopic(context.Background(), "m", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-notServed.Served():
+	default:
+		t.Fatal("the describe did not ask for partition 1's destination offset")
+	}
+	p0, p1 := d.Partitions[0], d.Partitions[1]
+	if len(p0.Unreachable) > 0 || len(p1.Unreachable) > 0 {
+		t.Fatalf("a partition its leader does not serve yet made describe report a cluster unreachable: %+v", d.Partitions)
+	}
+	if p1.DestinationOffset != 50 || p1.DestinationOffsetAt.After(asked) {
+		t.Fatalf("partition 1's destination offset %d read at %v, want 50 read before the describe at %v: its leader was asked again", p1.DestinationOffset, p1.DestinationOffsetAt, asked)
+	}
+	if p0.DestinationOffset != 50 || !p0.DestinationOffsetAt.After(asked) {
+		t.Fatalf("partition 0's destination offset %d read at %v, want 50 read by the describe at %v", p0.DestinationOffset, p0.DestinationOffsetAt, asked)
 	}
 }
