@@ -938,6 +938,9 @@ func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *
 		}
 	}
 	p := &inflight{batch: batch, answer: s.answer, expected: s.next, end: s.next + int64(records), done: make(chan produced, 1)}
+	// Before the batch can land: a describe that reads the destination end past the ceiling
+	// fails the partition for a foreign write.
+	s.m.mayReach(p.end)
 	if txnID == nil {
 		if s.producer == nil {
 			s.producer = acquireProducer(s.m.dst, s.dst.Leader, s.cfg)
@@ -958,7 +961,6 @@ func (s *session) send(ctx context.Context, batch []byte, records int32, txnID *
 	}
 	s.pending = append(s.pending, p)
 	s.next = p.end
-	s.m.mayReach(p.end)
 	return nil
 }
 
