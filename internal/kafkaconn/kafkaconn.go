@@ -92,8 +92,8 @@ func Opts(s Settings) ([]kgo.Opt, error) {
 func retryBackoff(fails int) time.Duration {
 	const first, most = 100 * time.Millisecond, time.Second
 	d := most
-	if fails < 5 {
-		d = min(first<<max(fails-1, 0), most)
+	if fails < 5 { // 100, 200, 400, 800 ms
+		d = first << max(fails-1, 0)
 	}
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
