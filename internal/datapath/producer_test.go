@@ -479,10 +479,12 @@ func TestProducerPipelinesBigRequestsAndStreamingPartitions(t *testing.T) {
 		{"one in flight: small batches that add up go", 1, []int32{3}, []queued{{0, big[:pipelineMinBytes/2]}, {1, big[:pipelineMinBytes/2]}}, []int32{0, 1}},
 		{"one in flight: a partition's second batch does not count", 1, []int32{3}, []queued{{0, big[:pipelineMinBytes/2]}, {0, big[:pipelineMinBytes/2]}}, nil},
 		{"one in flight: a streaming partition's small batch goes, with the others", 1, []int32{1}, []queued{{0, small}, {1, small}, {1, small}}, []int32{0, 1}},
-		{"the most in flight: even a big batch waits", 5, []int32{0, 1, 2, 3, 4}, []queued{{0, big}}, nil},
+		{"the most in flight (two by default): even a big batch waits", 2, []int32{0, 1}, []queued{{0, big}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bp := newBrokerProducer(brokerKey{}, kafkareq.Cluster{}, &PartitionConfig{ProduceRequestsInFlight: 5})
+			var cfg PartitionConfig
+			cfg.defaults()
+			bp := newBrokerProducer(brokerKey{}, kafkareq.Cluster{}, &cfg)
 			bp.inFlight = tc.inFlight
 			for _, p := range tc.sent {
 				bp.partsInFlight[kafkareq.PartKey{Topic: "t", ID: [16]byte{1}, Partition: p}]++
