@@ -310,6 +310,23 @@ func (c *Cluster) Close() {
 // Addrs returns "127.0.0.1:port" for every broker.
 func (c *Cluster) Addrs() []string { return append([]string(nil), c.addrs...) }
 
+// Processes returns the process ids of a real Kafka cluster's running JVMs (for benchmarks
+// that measure their CPU); nil for kfake, which runs in this process.
+func (c *Cluster) Processes() []int {
+	if c.kafka == nil {
+		return nil
+	}
+	var pids []int
+	for _, n := range c.kafka.nodes() {
+		n.mu.Lock()
+		if n.cmd != nil && n.cmd.Process != nil {
+			pids = append(pids, n.cmd.Process.Pid)
+		}
+		n.mu.Unlock()
+	}
+	return pids
+}
+
 // ID returns the cluster id as the cluster reports it.
 func (c *Cluster) ID() string { return c.id }
 

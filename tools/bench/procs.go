@@ -76,7 +76,19 @@ func buildWorker() (bin string, cleanup func(), err error) {
 // cluster is a source or destination cluster in processes of its own.
 type cluster struct {
 	addrs   []string
+	pids    []int  // its processes, whose CPU the bench reads
 	compact func() // makes the log cleaner run over what was written (kfake only)
+}
+
+// cpu is the CPU time c's processes have used so far.
+func (c *cluster) cpu(r *runner) time.Duration {
+	var sum time.Duration
+	for _, pid := range c.pids {
+		d, err := cpuTime(pid)
+		r.check(err, "a cluster's CPU")
+		sum += d
+	}
+	return sum
 }
 
 // kfakeChildArg makes this binary serve one kfake cluster (strict mode) instead of
@@ -146,7 +158,7 @@ func startKfake(r *runner) *cluster {
 	if !ok {
 		r.Fatalf("unexpected first line from the kfake process")
 	}
-	return &cluster{addrs: strings.Split(addrs, ","), compact: func() {
+	return &cluster{addrs: strings.Split(addrs, ","), pids: []int{cmd.Process.Pid}, compact: func() {
 		_, err := fmt.Fprintln(stdin, "compact")
 		r.check(err, "asking kfake to compact")
 		if l := next("compacting"); l != "ok" {
@@ -168,7 +180,7 @@ func startKafka(r *runner, version string, brokers int) *cluster {
 	c, err := kafkatest.Start(kafkatest.Kafka(version), kafkatest.Brokers(brokers), kafkatest.JVMOptions(kafkaServerJVM...))
 	r.check(err, "starting Apache Kafka "+version)
 	r.Cleanup(c.Close)
-	return &cluster{addrs: c.Addrs()}
+	return &cluster{addrs: c.Addrs(), pids: c.Processes()}
 }
 
 // stopProcess asks cmd's process to end with ask and kills it when it has not ended 30 s later.
