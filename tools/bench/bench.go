@@ -826,14 +826,24 @@ func (b *bench) idlePickup(res *result) {
 	got := make(chan time.Duration, b.o.samples)
 	b.latencies(ctx, b.dst, topic, from, got)
 	// The first record, written as soon as every partition is MIRRORING, also waits for the
-	// sessions still starting and for the destination consumer's first fetches; the samples
-	// after it measure partitions that sit idle.
+	// sessions still starting; the samples after it measure partitions that sit idle. It is
+	// timed by its partition's end offset on the destination (asked every millisecond), and
+	// apart by the reader, whose first fetches of as many partitions take time of their own.
 	perm, samples := rand.Perm(n), min(n-1, b.o.samples)
 	write := func(p int) {
 		b.r.check(prod.ProduceSync(b.ctx(), &kgo.Record{Topic: topic, Partition: int32(p), Value: stamp()}).FirstErr(), "writing an idle partition")
 	}
+	first := int32(perm[0])
+	leader := map[int32]int32{first: b.leaders(b.dst, topic)[first]}
+	written := time.Now()
 	write(perm[0])
-	res.set("idle.first", percentile(b.collect(got, 1), 1))
+	for deadline := written.Add(b.o.waitLimit); b.listEnds(b.dst, topic, leader)[first] < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.r.Fatalf("the first record written to an idle partition did not reach the destination within %v", b.o.waitLimit)
+		}
+	}
+	res.set("idle.first", float64(time.Since(written).Microseconds())/1000)
+	res.set("idle.first.reader", percentile(b.collect(got, 1), 1))
 	for _, p := range perm[1:][:samples] {
 		write(p)
 		time.Sleep(100 * time.Millisecond)

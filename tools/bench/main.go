@@ -247,7 +247,7 @@ var figureRows = []row{
 	{"the same stream written to the destination and read there: p50 / p99 (ms)", "", "busy", formatted("%.0f / %.0f", "busy.destination.p50", "busy.destination.p99")},
 	{"one busy + 7 idle: p99 over the first -busy-warm-up on fresh brokers (ms)", "", "busy", formatted("%.0f", "busy.warmup.p99")},
 	{"one partition catching up beside idle ones / alone / the destination's direct raw ingest of it, zstd (MiB/s)", "", "skewed", formatted("%.1f / %.1f / %.1f", "skew.beside", "skew.alone", "skew.raw")},
-	{"idle partitions: first record right after all MIRRORING picked up after (ms)", "", "idle", formatted("%.0f", "idle.first")},
+	{"idle partitions: first record right after all MIRRORING on the destination after / seen by a new reader of it after (ms)", "", "idle", formatted("%.0f / %.0f", "idle.first", "idle.first.reader")},
 	{"idle pickups not seen within the wait", "", "idle", formatted("%.0f", "idle.missing")},
 	{"the destination creating a topic of as many partitions until each answers ListOffsets (s)", "", "idle", formatted("%.1f", "idle.floor")},
 	{"compacted topic: offsets / holes", "", "compacted", formatted("%.0f / %.0f", "compacted.offsets", "compacted.holes")},
