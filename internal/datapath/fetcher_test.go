@@ -149,10 +149,19 @@ func waitSession(t *testing.T, cl *kgo.Client, broker int32, want []string) {
 
 // requireIdleFetches checks the next fetches of an idle steady state: incremental, listing
 // and forgetting nothing, so idle partitions cost no bytes on the wire, and each a long poll.
+// The steady state begins with the first long poll: for a long poll's time after a partition
+// joined, fetches wait only joinWait.
 func requireIdleFetches(t *testing.T, l *fetchLog) {
 	t.Helper()
+	mark, deadline := l.mark(), time.Now().Add(30*time.Second)
+	for l.since(t, mark, 1)[0].maxWait != kafkareq.FetchMaxWaitMillis {
+		if time.Now().After(deadline) {
+			t.Fatalf("no long poll within 30 s after partitions joined")
+		}
+		mark++
+	}
 	// The fetch in flight when the mark is taken may still carry the last change.
-	for i, f := range l.since(t, l.mark(), 4)[1:] {
+	for i, f := range l.since(t, mark, 4)[1:] {
 		if f.epoch <= 0 || len(f.parts) > 0 || len(f.forgotten) > 0 || f.maxWait != kafkareq.FetchMaxWaitMillis {
 			t.Fatalf("idle fetch %d: epoch %d, lists %v, forgets %v, waits %d ms; want an incremental fetch listing nothing, waiting %d ms", i, f.epoch, f.parts, f.forgotten, f.maxWait, kafkareq.FetchMaxWaitMillis)
 		}
@@ -321,7 +330,7 @@ func TestFetcherRecoversFromSessionErrors(t *testing.T) {
 				req := kreq.(*kmsg.FetchRequest)
 				mu.Lock()
 				defer mu.Unlock()
-				if req.Rack != "" || req.MaxWaitMillis != kafkareq.FetchMaxWaitMillis {
+				if req.Rack != "" || req.MaxWaitMillis == 0 { // not the mirror's (watchFetches)
 					return nil, nil, false
 				}
 				switch {

@@ -10,12 +10,14 @@ import (
 
 // While partitions wait for room in their buffers, a fetch waits for data only until the
 // first of them may have room again: about as long as its writer takes to write an answer.
+// While partitions join, it waits only joinWait: the next may join meanwhile.
 func TestFetchWaitsUntilAPartitionMayHaveRoom(t *testing.T) {
 	const answer = 1 << 20
 	longPoll := kafkareq.FetchMaxWaitMillis * time.Millisecond
 	type part struct {
 		full, failed bool
 		writeTime    time.Duration // its writer took for its last answer
+		joinedAgo    time.Duration // it joined the fetcher this long ago (0: long before)
 	}
 	idle := part{}
 	for _, tc := range []struct {
@@ -30,12 +32,18 @@ func TestFetchWaitsUntilAPartitionMayHaveRoom(t *testing.T) {
 		{"a fast writer", []part{idle, {full: true, writeTime: time.Millisecond}}, minRoomWait},
 		{"a slow writer", []part{idle, {full: true, writeTime: time.Second}}, longPoll},
 		{"a failed partition waits for its session, not for room", []part{idle, {full: true, failed: true}}, longPoll},
+		{"a partition that just joined", []part{idle, {joinedAgo: time.Millisecond}}, joinWait},
+		{"a partition that joined a long poll ago", []part{idle, {joinedAgo: longPoll}}, longPoll},
+		{"a partition that just joined beside one waiting for room", []part{{joinedAgo: time.Millisecond}, {full: true, writeTime: 40 * time.Millisecond}}, joinWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bf := &brokerFetcher{obs: NopObserver{}, session: map[kafkareq.PartKey]sentPart{}, known: map[kafkareq.PartKey]kafkareq.Fetched{}}
 			for i, p := range tc.parts {
 				fd := &feed{f: bf, topic: "t", meta: kafkareq.TopicMeta{ID: [16]byte{1}}, partition: int32(i), maxBytes: answer, bufLimit: 4 * answer,
 					failed: p.failed, writeTime: p.writeTime, ready: make(chan struct{}, 1)}
+				if p.joinedAgo > 0 {
+					fd.joined = time.Now().Add(-p.joinedAgo)
+				}
 				if p.full {
 					fd.bufBytes = fd.bufLimit
 				}
