@@ -431,8 +431,9 @@ const minRoomWait = 5 * time.Millisecond
 // next fetch only once it answered the last), so behind the idle partitions' long poll it
 // waited up to FetchMaxWaitMillis for its first fetch, and a started topic's partitions join
 // one after another for a while (1,000 on Apache Kafka 4.4: a record written as all were
-// MIRRORING reached the destination 272–559 ms later; 199–277 with joinWait). While a partition joined within the
-// last long poll, more may follow, and fetches wait at most joinWait.
+// MIRRORING reached the destination 272–559 ms later; 199–277 with joinWait). While a
+// partition joined within the last long poll, more may follow, and fetches wait at most
+// joinWait.
 const joinWait = 10 * time.Millisecond
 
 // joining tells whether fd joined within the last long poll, as of now.
