@@ -217,8 +217,26 @@ func sum(m map[int32]int64) (n int64) {
 }
 
 // copyTimes are the moments a watched copy reached: its destination topic existed, its
-// first offset was there, its last.
-type copyTimes struct{ created, first, last time.Time }
+// first offset was there, its last; and the CPU the processes had used at the first and the
+// last, so that CPU per MiB, like throughput, counts no method's start-up.
+type copyTimes struct {
+	created, first, last time.Time
+	cpuFirst, cpuLast    cpuUse
+}
+
+// cpuUse is the CPU time the worker and each cluster's processes have used so far.
+type cpuUse struct{ worker, src, dst time.Duration }
+
+func (b *bench) cpuUse() cpuUse {
+	return cpuUse{b.workerCPU(), b.src.cpu(b.r), b.dst.cpu(b.r)}
+}
+
+// cpuPerMiB is the CPU each used per MiB of payload between the copy's first offset and its
+// last.
+func (t copyTimes) cpuPerMiB(payload int64) (worker, src, dst float64) {
+	return perMiB(t.cpuLast.worker-t.cpuFirst.worker, payload), perMiB(t.cpuLast.src-t.cpuFirst.src, payload),
+		perMiB(t.cpuLast.dst-t.cpuFirst.dst, payload)
+}
 
 // watchCopy polls the destination topic's end offsets until they reach want. It fails the
 // measurement when the wait runs out or failed() reports an error (a FAILED partition).
@@ -242,7 +260,7 @@ func (b *bench) watchCopy(topic string, want map[int32]int64, failed func() erro
 			t.created = now
 		}
 		if t.first.IsZero() && sum(ends) > 0 {
-			t.first = now
+			t.first, t.cpuFirst = now, b.cpuUse()
 		}
 		done := true
 		for p, w := range want {
@@ -251,7 +269,7 @@ func (b *bench) watchCopy(topic string, want map[int32]int64, failed func() erro
 			}
 		}
 		if done && ends != nil {
-			t.last = now
+			t.last, t.cpuLast = now, b.cpuUse()
 			return t
 		}
 		if failed != nil && now.After(nextCheck) {
@@ -363,14 +381,16 @@ func (b *bench) throughput(res *result) {
 		log.Printf("%s: mirror %s", b.kind, topic)
 		pid := b.worker.Cmd.Process.Pid
 		b.r.check(resetPeakRSS(pid), "resetting the worker's peak memory")
-		cpu0, src0, dst0 := b.workerCPU(), b.src.cpu(b.r), b.dst.cpu(b.r)
+		cpu0 := b.workerCPU()
 		produces0, batches0 := b.workerSum("kafkamirror_destination_produces_total"), b.workerSum("kafkamirror_destination_produce_partitions_total")
 		fetches0, fetched0 := b.workerSum("kafkamirror_source_fetches_total"), b.workerSum("kafkamirror_source_fetch_bytes_total")
 		failed := b.startMirror(topic)
 		t := b.watchCopy(topic, want, failed)
-		res.set("cpu."+codec.name, perMiB(b.workerCPU()-cpu0, payload))
-		res.set("srccpu.mirror."+codec.name, perMiB(b.src.cpu(b.r)-src0, payload))
-		res.set("dstcpu.mirror."+codec.name, perMiB(b.dst.cpu(b.r)-dst0, payload))
+		worker, src, dst := t.cpuPerMiB(payload)
+		res.set("cpu."+codec.name, worker)
+		res.set("srccpu.mirror."+codec.name, src)
+		res.set("dstcpu.mirror."+codec.name, dst)
+		res.set("startcpu."+codec.name, float64((t.cpuFirst.worker - cpu0).Milliseconds()))
 		res.set("perproduce."+codec.name, (b.workerSum("kafkamirror_destination_produce_partitions_total")-batches0)/
 			(b.workerSum("kafkamirror_destination_produces_total")-produces0))
 		res.set("perfetch."+codec.name, (b.workerSum("kafkamirror_source_fetch_bytes_total")-fetched0)/
@@ -407,9 +427,9 @@ func (b *bench) throughput(res *result) {
 type ingestMeasure struct{ mibPerSecond, srcPerMiB, dstPerMiB float64 }
 
 func (b *bench) measureIngest(topic string, batches map[int32][][]byte, want map[int32]int64, payload int64) ingestMeasure {
-	src0, dst0 := b.src.cpu(b.r), b.dst.cpu(b.r)
 	t := b.rawIngest(topic, batches, want)
-	return ingestMeasure{mibPerSecond(payload, t), perMiB(b.src.cpu(b.r)-src0, payload), perMiB(b.dst.cpu(b.r)-dst0, payload)}
+	_, src, dst := t.cpuPerMiB(payload)
+	return ingestMeasure{mibPerSecond(payload, t), src, dst}
 }
 
 // perMiB is CPU time in milliseconds per MiB of payload.

@@ -211,6 +211,7 @@ var ratioRows = []row{
 	{"mirror / MirrorMaker 2, uncompressed", "", "throughput", ratio("mirror.none", "mm2.none")},
 	{"worker CPU per MiB, zstd (ms)", "≤ 1", "throughput", formatted("%.2f", "cpu.zstd")},
 	{"worker CPU per MiB, uncompressed (ms)", "", "throughput", formatted("%.2f", "cpu.none")},
+	{"worker CPU from starting the topic to its first offset on the destination, zstd; uncompressed (ms)", "", "throughput", formatted("%.0f; %.0f", "startcpu.zstd", "startcpu.none")},
 	{"destination brokers' CPU per MiB: mirrored / direct raw ingest, zstd; uncompressed (ms)", "", "throughput", formatted("%.2f / %.2f; %.2f / %.2f", "dstcpu.mirror.zstd", "dstcpu.raw.zstd", "dstcpu.mirror.none", "dstcpu.raw.none")},
 	{"source brokers' CPU per MiB: mirrored / during the direct raw ingest (not read), zstd; uncompressed (ms)", "", "throughput", formatted("%.2f / %.2f; %.2f / %.2f", "srccpu.mirror.zstd", "srccpu.raw.zstd", "srccpu.mirror.none", "srccpu.raw.none")},
 	{"one busy + 7 idle partitions: end-to-end p99 (ms)", "< 20", "busy", formatted("%.0f", "busy.p99")},
