@@ -441,10 +441,10 @@ func (fd *feed) joining(now time.Time) bool {
 	return now.Sub(fd.joined) < kafkareq.FetchMaxWaitMillis*time.Millisecond
 }
 
-// answerBytes is what one answer for the feed may hold: maxBytes, or all of a smaller
-// buffer.
+// answerBytes is what one answer for the feed may hold: maxBytes, or half a smaller buffer,
+// so that the writer always has the other half to write while the next fetch is in flight.
 func (fd *feed) answerBytes() int32 {
-	return int32(min(int(fd.maxBytes), fd.bufLimit))
+	return int32(max(1, min(int(fd.maxBytes), fd.bufLimit/2)))
 }
 
 // sentPart is a partition as the broker's fetch session holds it: which feed it serves and

@@ -43,8 +43,12 @@ const DefaultFetchMemoryBytes = 256 << 20
 // NewFetchMemory returns a bound of limit bytes, to be shared by every partition of a worker
 // (PartitionConfig.FetchMemory).
 func NewFetchMemory(limit int64) *FetchMemory {
-	return &FetchMemory{limit: limit, minTake: min(defaultFetchMaxBytes, limit/4)}
+	return &FetchMemory{limit: limit, minTake: min(largestBatch, limit/4)}
 }
+
+// largestBatch is about the largest batch a broker takes by default (message.max.bytes,
+// 1 MiB and 12 bytes): the most a fetch's answer is likely to overrun its MaxBytes by.
+const largestBatch = 1 << 20
 
 // Used is the fetched bytes held now, and the room taken by fetches in flight.
 func (m *FetchMemory) Used() int64 {
