@@ -47,3 +47,55 @@ func TestFetchPartIsAtMostHalfTheBuffer(t *testing.T) {
 		})
 	}
 }
+
+// While every partition of a live session waits for room, no fetch is sent and the session
+// is kept: the next fetch forgets those still full. Once none is left that could take data
+// again (closed, failed), the session is closed.
+func TestFetchSessionWaitsOutFullBuffers(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		full, other feedState
+		wantClose   bool
+	}{
+		{"every partition full", feedFull, feedFull, false},
+		{"one full, one failed", feedFull, feedFailed, false},
+		{"every partition failed", feedFailed, feedFailed, true},
+		{"one failed, one closed", feedFailed, feedClosed, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bf := &brokerFetcher{obs: NopObserver{}, session: map[kafkareq.PartKey]sentPart{}, known: map[kafkareq.PartKey]kafkareq.Fetched{},
+				sessionID: 7, sessionEpoch: 3}
+			for i, st := range []feedState{tc.full, tc.other} {
+				fd := &feed{f: bf, topic: "t", meta: kafkareq.TopicMeta{ID: [16]byte{1}}, partition: int32(i), maxBytes: 1 << 20,
+					bufLimit: 4 << 20, ready: make(chan struct{}, 1)}
+				switch st {
+				case feedFull:
+					fd.bufBytes = fd.bufLimit
+				case feedFailed:
+					fd.failed = true
+				case feedClosed:
+					fd.closed = true
+				}
+				bf.feeds = append(bf.feeds, fd)
+				bf.session[fd.key()] = sentPart{fd: fd, gen: fd.gen, maxBytes: fd.answerBytes()}
+			}
+			req, _, _, _ := bf.request()
+			switch {
+			case tc.wantClose && (req == nil || req.SessionEpoch != -1 || req.SessionID != 7):
+				t.Fatalf("want the session closed, got %+v", req)
+			case !tc.wantClose && req != nil:
+				t.Fatalf("want no fetch while partitions wait for room, got epoch %d with %d topics", req.SessionEpoch, len(req.Topics))
+			case !tc.wantClose && len(bf.session) != 2:
+				t.Fatalf("the session holds %d partitions, want both kept until the next fetch", len(bf.session))
+			}
+		})
+	}
+}
+
+type feedState int
+
+const (
+	feedFull feedState = iota
+	feedFailed
+	feedClosed
+)
