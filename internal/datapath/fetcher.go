@@ -417,16 +417,10 @@ func (fd *feed) full() bool {
 // fetches of the idle partitions are at most as many as the answers it writes, and its
 // writer has the rest of its buffer to write meanwhile. Guarded by f.mu.
 func (fd *feed) roomWait() (time.Duration, bool) {
-	if !fd.waitsForRoom() {
+	if fd.closed || fd.failed || !fd.full() {
 		return 0, false
 	}
 	return min(max(fd.writeTime, minRoomWait), kafkareq.FetchMaxWaitMillis*time.Millisecond), true
-}
-
-// waitsForRoom tells whether the feed is fetched again once its writer takes some of what it
-// holds. Guarded by f.mu.
-func (fd *feed) waitsForRoom() bool {
-	return !fd.closed && !fd.failed && fd.full()
 }
 
 // minRoomWait bounds the fetches a fast writer's waits for room cause.
@@ -568,9 +562,8 @@ func (bf *brokerFetcher) fetch(ctx context.Context, req *kmsg.FetchRequest, held
 // moved on, reset) and forgets those that can take no more data (closed, failed, no room for
 // a whole answer), as Kafka's consumer and replica fetchers do; the broker reads every
 // partition it holds and answers only those with news. While partitions wait for room, the
-// fetch waits for data only until the first of them may have room again (roomWait), and
-// while all of them wait for room, nothing is sent. Otherwise a session that would hold
-// nothing is closed (Kafka drops an emptied session anyway).
+// fetch waits for data only until the first of them may have room again (roomWait). A
+// session that would hold nothing is closed (Kafka drops an emptied session anyway).
 func (bf *brokerFetcher) request() (req *kmsg.FetchRequest, held map[kafkareq.PartKey]sentPart, room int64, wait bool) {
 	bf.mu.Lock()
 	defer bf.mu.Unlock()
@@ -624,13 +617,6 @@ func (bf *brokerFetcher) request() (req *kmsg.FetchRequest, held map[kafkareq.Pa
 			topics[fd.meta.ID] = ti
 		}
 		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, kafkareq.FetchPartition(fd.meta, fd.partition, s.from, s.maxBytes))
-	}
-	if len(want) == 0 && bf.sessionEpoch > 0 && slices.ContainsFunc(bf.feeds, (*feed).waitsForRoom) {
-		// Every partition waits for room: the session stays as the broker holds it until one
-		// has some, and that fetch forgets the others. Closing it would cost a request now and
-		// a new session then, each time the buffers fill (more than half of a mirror's fetches
-		// when its destination is slower than its source).
-		return nil, nil, 0, false
 	}
 	forgotten := map[kafkareq.PartKey][]int32{} // by topic
 	for k := range bf.session {
