@@ -358,7 +358,7 @@ func TestFetcherRecoversFromSessionErrors(t *testing.T) {
 			mu.Unlock()
 			fullAfter := false
 			for _, f := range fetches.since(t, mark, 2) {
-				// In any order: a partition whose session restarted is listed after the others.
+				// In any order: a fetch lists the partitions in the order they joined the fetcher.
 				if f.epoch == 0 && slices.Equal(slices.Sorted(slices.Values(f.parts)), partitionNames("s", 4)) {
 					fullAfter = true
 				}
