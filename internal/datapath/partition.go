@@ -82,7 +82,7 @@ const defaultProduceRequestsInFlight = 2
 // fetched whenever its buffer has room: with 1 MiB parts the answers carried about 2 MB, and
 // the source broker spent 1.5–2.5 ms of CPU per MiB mirrored uncompressed (Apache Kafka 4.4,
 // 8 partitions; a consumer's fetches 0.6–1.3), with 2 MiB parts 3.3–5.4 MB and 1.1–1.5 ms.
-const defaultFetchMaxBytes = 2 << 20
+const defaultFetchMaxBytes = DefaultFetchBufferBytes / 2
 
 // DefaultFetchBufferBytes is a partition's fetch-ahead buffer unless configured: enough for
 // the next fetches to be in flight while the session writes, small enough that a worker with
