@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -220,6 +221,14 @@ func oneTxn(t *testing.T, cl *kgo.Client, commit bool) {
 
 func deleteRecords(t *testing.T, cl *kgo.Client, topic string, partition int32, at int64) {
 	t.Helper()
+	if rp := deleteRecordsAnswer(t, cl, topic, partition, at); rp.ErrorCode != 0 {
+		t.Fatalf("DeleteRecords(%d): %v", at, kerr.ErrorForCode(rp.ErrorCode))
+	}
+}
+
+// deleteRecordsAnswer is the partition's answer to a DeleteRecords sent to its leader.
+func deleteRecordsAnswer(t *testing.T, cl *kgo.Client, topic string, partition int32, at int64) kmsg.DeleteRecordsResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrDeleteRecordsRequest()
 	rt := kmsg.NewDeleteRecordsRequestTopic()
 	rt.Topic = topic
@@ -233,9 +242,10 @@ func deleteRecords(t *testing.T, cl *kgo.Client, topic string, partition int32, 
 		t.Fatal(err)
 	}
 	resp, err := req.RequestWith(testCtx(t), cl.Broker(int(meta.leaders[partition])))
-	if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		t.Fatalf("DeleteRecords: %v %+v", err, resp)
 	}
+	return resp.Topics[0].Partitions[0]
 }
 
 // compactedSource writes k1:a, k1:b, k2:c as one batch and k3:d, k4:e as

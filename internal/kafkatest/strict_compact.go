@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -46,9 +47,11 @@ import (
 // start past markers it dropped (they were the first batches it would have kept), the
 // Cleaner keeps Apache Kafka's log start at the first of them: in ListOffsets answers for the
 // earliest offset (a request that asks only for that), in fetch answers, for fetches from
-// there, and for a DeleteRecords below kfake's log start, which moves it. While it cleans,
-// other readers wait, so none sees a log start kfake moved before the Cleaner kept it (a
-// mirror would copy it to its destination).
+// there, and for a DeleteRecords below kfake's log start, which moves it. A DeleteRecords
+// below the log start succeeds and changes nothing, as on Apache Kafka (kfake refuses it).
+// While it cleans, other readers wait, and what kfake answered is checked against the Cleans
+// begun meanwhile, so none sees a log start kfake moved before the Cleaner kept it (a mirror
+// would copy it to its destination).
 type Cleaner struct {
 	c *Cluster
 
@@ -59,7 +62,7 @@ type Cleaner struct {
 	ids     map[string][16]byte                      // compacted topics' ids, for fetches by name
 	clients map[int16][]*kgo.Client                  // the Cleaner's own fetches, idle ones by version
 	all     []*kgo.Client                            // every one of them, to close
-	lister  *kgo.Client                              // the Cleaner's own ListOffsets
+	own     *kgo.Client                              // the Cleaner's own ListOffsets and DeleteRecords
 	// cleaning is closed when the Clean under way is done; nil between Cleans. Meanwhile
 	// other readers wait: kfake's log starts may have moved and the kept ones are not
 	// worked out yet.
@@ -128,8 +131,8 @@ func NewCleaner(t TB, c *Cluster) *Cleaner {
 		for _, cl := range k.all {
 			cl.Close()
 		}
-		if k.lister != nil {
-			k.lister.Close()
+		if k.own != nil {
+			k.own.Close()
 		}
 	})
 	c.controlFetches(func(fc *fetchControl) {
@@ -166,6 +169,7 @@ func (k *Cleaner) Clean(t TB) {
 		}
 	}
 	adm := kadm.NewClient(k.c.internal)
+	adm.SetTimeoutMillis(cleanerTimeoutMillis) // its DeleteRecords restores kfake's log starts while it cleans
 	names := slices.Sorted(maps.Keys(topics))
 	startsBefore, err := adm.ListStartOffsets(ctx, names...)
 	if err != nil {
@@ -468,47 +472,43 @@ func (k *Cleaner) topicID(version int16, id [16]byte, name string) [16]byte {
 	return id
 }
 
-// listOffsets answers a request for earliest offsets only with the log starts kept below
-// kfake's; every other ListOffsets, and the Cleaner's own (the debugging replica id, which
-// kfake answers on any broker), go to kfake.
+// listOffsets answers every request for earliest offsets only (but the Cleaner's own, the
+// debugging replica id, which kfake answers on any broker) with the log starts kept below
+// kfake's. It reads kfake's answer itself, checked against the Cleans as fetches are: a
+// request kfake answered itself could meet a log start a Clean moved after the control let
+// it through and before the Cleaner kept Apache Kafka's (a mirror once aligned its
+// destination to such a log start, which then moved back).
 func (k *Cleaner) listOffsets(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	k.c.fake.KeepControl()
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	if req.ReplicaID == debugReplica {
 		return nil, nil, false
 	}
-	k.awaitClean()
-	kept := false
-	k.mu.Lock()
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
 			if rp.Timestamp != earliestOffset {
-				k.mu.Unlock()
 				return nil, nil, false
 			}
-			_, ok := k.starts[cleanedPartition{k.ids[rt.Topic], rp.Partition}]
-			kept = kept || ok
 		}
-	}
-	k.mu.Unlock()
-	if !kept {
-		return nil, nil, false
 	}
 	node := k.c.fake.CurrentNode()
-	resp, err := asleep(k.c.fake, "ListOffsets", func() (*kmsg.ListOffsetsResponse, error) { return k.listOwn(node, req) })
-	if err != nil {
-		return nil, fmt.Errorf("kafkatest.Cleaner: %w", err), true
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for i := range resp.Topics {
-		rt := &resp.Topics[i]
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			if ks, ok := k.starts[cleanedPartition{k.ids[rt.Topic], rp.Partition}]; ok && rp.ErrorCode == 0 && ks.at < rp.Offset {
-				rp.Offset = ks.at
+	var resp *kmsg.ListOffsetsResponse
+	err := k.consistent(func() (err error) {
+		resp, err = asleep(k.c.fake, "ListOffsets", func() (*kmsg.ListOffsetsResponse, error) { return k.listOwn(node, req) })
+		return err
+	}, func() {
+		for i := range resp.Topics {
+			rt := &resp.Topics[i]
+			for j := range rt.Partitions {
+				rp := &rt.Partitions[j]
+				if ks, ok := k.starts[cleanedPartition{k.ids[rt.Topic], rp.Partition}]; ok && rp.ErrorCode == 0 && ks.at < rp.Offset {
+					rp.Offset = ks.at
+				}
 			}
 		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest.Cleaner: %w", err), true
 	}
 	return resp, nil, true
 }
@@ -519,68 +519,134 @@ const (
 	debugReplica   = -2
 )
 
-// listOwn sends req as the debugging replica on a client no reader shares: the request it
-// answers sleeps on its own connection meanwhile.
+// listOwn sends req as the debugging replica, which kfake answers on any broker: a broker
+// that does not lead a partition answers NOT_LEADER_OR_FOLLOWER for it, as it would have.
 func (k *Cleaner) listOwn(node int32, req *kmsg.ListOffsetsRequest) (*kmsg.ListOffsetsResponse, error) {
+	own := *req
+	own.ReplicaID = debugReplica
+	kresp, err := k.ownRequest(node, &own)
+	if err != nil {
+		return nil, err
+	}
+	resp := kresp.(*kmsg.ListOffsetsResponse)
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		for j := range rt.Partitions {
+			if rp := &rt.Partitions[j]; rp.ErrorCode == 0 && k.c.fake.LeaderFor(rt.Topic, rp.Partition) != node {
+				rp.ErrorCode, rp.Offset, rp.Timestamp = kerr.NotLeaderForPartition.Code, -1, -1
+			}
+		}
+	}
+	return resp, nil
+}
+
+// ownRequest sends req to node on a client no reader shares: the request it answers sleeps
+// on its own connection meanwhile.
+func (k *Cleaner) ownRequest(node int32, req kmsg.Request) (kmsg.Response, error) {
 	k.mu.Lock()
-	cl := k.lister
+	cl := k.own
 	if cl == nil {
 		var err error
 		if cl, err = kgo.NewClient(k.c.ClientOpts()...); err != nil {
 			k.mu.Unlock()
 			return nil, err
 		}
-		k.lister = cl
+		k.own = cl
 	}
 	k.mu.Unlock()
-	own := *req
-	own.ReplicaID = debugReplica
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	kresp, err := cl.Broker(int(node)).Request(ctx, &own)
-	if err != nil {
-		return nil, err
-	}
-	return kresp.(*kmsg.ListOffsetsResponse), nil
+	return cl.Broker(int(node)).Request(ctx, req)
 }
 
-// deleteRecords moves a log start kept below kfake's, which kfake refuses to move below its
-// own (OFFSET_OUT_OF_RANGE; Apache Kafka moves it, or leaves a log start already past the
-// offset): a request only for such offsets is answered here. One at or past kfake's log
-// start ends the kept one, and kfake answers it.
+// deleteRecords answers a DeleteRecords as Apache Kafka does where kfake differs: one below
+// the log start leaves it and answers NONE with the log start as the low watermark
+// (Partition.deleteRecordsOnLeader only moves it forward; TestKafkaDeleteRecordsBelowTheLogStart),
+// where kfake answers OFFSET_OUT_OF_RANGE; one below kfake's log start moves a log start kept
+// below it. Like a fetch, it is sent again, by the Cleaner itself, when a Clean ran meanwhile:
+// one kfake answered itself could meet a log start a Clean moved after the control let it
+// through (a mirror's DeleteRecords on its destination was refused so).
 func (k *Cleaner) deleteRecords(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	k.c.fake.KeepControl()
 	req := kreq.(*kmsg.DeleteRecordsRequest)
-	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
-	below := true // every offset of the request lies below kfake's log start
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, rt := range req.Topics {
-		st := kmsg.NewDeleteRecordsResponseTopic()
-		st.Topic = rt.Topic
-		for _, rp := range rt.Partitions {
-			tp := cleanedPartition{k.ids[rt.Topic], rp.Partition}
-			ks, ok := k.starts[tp]
-			switch {
-			case !ok:
-				below = false
-			case rp.Offset < 0 || rp.Offset >= ks.kfake: // -1: the high watermark
-				delete(k.starts, tp)
-				below = false
-			default:
-				ks.at = max(ks.at, rp.Offset)
-				k.starts[tp] = ks
-			}
-			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
-			sp.Partition, sp.LowWatermark = rp.Partition, ks.at
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
+	if req.TimeoutMillis == cleanerTimeoutMillis {
+		return nil, nil, false // the Cleaner's own
 	}
-	if !below {
-		return nil, nil, false
+	node := k.c.fake.CurrentNode()
+	var (
+		resp        *kmsg.DeleteRecordsResponse
+		kfakeStarts map[topicPartition]int64 // of the partitions kfake refused as out of range
+	)
+	err := k.consistent(func() (err error) {
+		resp, err = asleep(k.c.fake, "DeleteRecords", func() (*kmsg.DeleteRecordsResponse, error) {
+			own := *req
+			own.TimeoutMillis = cleanerTimeoutMillis
+			kresp, err := k.ownRequest(node, &own)
+			if err != nil {
+				return nil, err
+			}
+			kfakeStarts = map[topicPartition]int64{}
+			r := kresp.(*kmsg.DeleteRecordsResponse)
+			for _, rt := range r.Topics {
+				for _, rp := range rt.Partitions {
+					if rp.ErrorCode != kerr.OffsetOutOfRange.Code {
+						continue
+					}
+					if pi := k.c.fake.PartitionInfo(rt.Topic, rp.Partition); pi != nil {
+						kfakeStarts[topicPartition{rt.Topic, rp.Partition}] = pi.LogStartOffset
+					}
+				}
+			}
+			return r, nil
+		})
+		return err
+	}, func() { k.deleted(req, resp, kfakeStarts) })
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest.Cleaner: %w", err), true
 	}
 	return resp, nil, true
+}
+
+// cleanerTimeoutMillis marks the Cleaner's own DeleteRecords, which its control lets through
+// to kfake: no other client asks for this timeout.
+const cleanerTimeoutMillis = 29_999
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// deleted makes kfake's answer to req, resp, Apache Kafka's, with the log starts kfake had
+// where it refused an offset as out of range (below its log start or past the high
+// watermark). The caller holds k.mu.
+func (k *Cleaner) deleted(req *kmsg.DeleteRecordsRequest, resp *kmsg.DeleteRecordsResponse, kfakeStarts map[topicPartition]int64) {
+	asked := map[topicPartition]int64{}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			asked[topicPartition{rt.Topic, rp.Partition}] = rp.Offset
+		}
+	}
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			tp := cleanedPartition{k.ids[rt.Topic], rp.Partition}
+			ks, kept := k.starts[tp]
+			offset := asked[topicPartition{rt.Topic, rp.Partition}]
+			start, refused := kfakeStarts[topicPartition{rt.Topic, rp.Partition}]
+			switch {
+			case rp.ErrorCode == 0 && kept: // at or past kfake's log start, which moved
+				delete(k.starts, tp)
+			case !refused || offset < 0 || offset >= start: // past the high watermark, or another error
+			case kept:
+				ks.at = max(ks.at, offset)
+				k.starts[tp] = ks
+				rp.ErrorCode, rp.LowWatermark = 0, ks.at
+			default:
+				rp.ErrorCode, rp.LowWatermark = 0, start
+			}
+		}
+	}
 }
 
 // restoreMarkers puts the markers from offset from on back among the batches of a fetch

@@ -215,6 +215,27 @@ func TestStrictCleanerKeepsTheLogStartAtAMarker(t *testing.T) {
 	}
 }
 
+// A DeleteRecords below the log start leaves it and succeeds, as on Apache Kafka
+// (TestKafkaDeleteRecordsBelowTheLogStart), where kfake refuses it OFFSET_OUT_OF_RANGE; one past
+// the high watermark is refused.
+func TestStrictCleanerDeletesRecordsBelowTheLogStart(t *testing.T) {
+	// Apache Kafka refuses DeleteRecords unless the policy has delete.
+	c, cl, _ := cleanerCase(t, true, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact,delete")})
+	for i := range 3 {
+		mustProduce(t, cl, "c", 0, kv("k", fmt.Sprint(i), time.Now().UnixMilli()))
+	}
+	deleteRecords(t, c.Client(t), "c", 0, 2)
+	if rp := deleteRecordsAnswer(t, cl, "c", 0, 1); rp.ErrorCode != 0 || rp.LowWatermark != 2 {
+		t.Fatalf("DeleteRecords(1) below the log start 2: %v, low watermark %d; want no error, 2", kerr.ErrorForCode(rp.ErrorCode), rp.LowWatermark)
+	}
+	if got := partitionOffsets(t, cl, "c", 0); got.start != 2 {
+		t.Fatalf("offsets %+v after DeleteRecords(2) and DeleteRecords(1), want the log start at 2", got)
+	}
+	if rp := deleteRecordsAnswer(t, cl, "c", 0, 4); rp.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("DeleteRecords(4) past the high watermark 3: %v, want OFFSET_OUT_OF_RANGE", kerr.ErrorForCode(rp.ErrorCode))
+	}
+}
+
 // markerFirst is a cleaned topic "c" whose first batch is an aborted transaction's marker
 // (offset 1), which the Cleaner keeps and kfake dropped: the log starts at 1 for readers,
 // kfake's own at 3. Clean cleans it; the log ends at 5.
