@@ -804,7 +804,11 @@ func (s *session) outOfRange(ctx context.Context, offset int64) error {
 		s.alignToLogStart(start)
 		return nil
 	}
-	return kerr.OffsetOutOfRange // raced with a log start change; try again
+	// The log holds offset after all: the fetch met a log start or end since moved, as a
+	// source leader replaced meanwhile does (a follower's log start follows its leader's only
+	// through its own fetches: ReplicaFetcherThread). Not wrapping OFFSET_OUT_OF_RANGE, which
+	// would fail the partition: a new session asks again.
+	return fmt.Errorf("the fetch of %s[%d] from offset %d was answered OFFSET_OUT_OF_RANGE, but the source log now spans offsets %d to %d", s.cfg.Topic, s.cfg.Partition, offset, start, end)
 }
 
 // aheadOfSource explains a destination end past the source high watermark hw: the source's

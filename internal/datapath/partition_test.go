@@ -1085,6 +1085,30 @@ func TestMirrorThrottledFetches(t *testing.T) {
 	requireOneSession(t, run.sessions)
 }
 
+// A fetch answered OFFSET_OUT_OF_RANGE from an offset the source's log holds, as from a
+// leader replaced meanwhile whose log start its successor had not reached, ends the session
+// only: the next one fetches again, and the partition never fails.
+func TestMirrorRetriesAFetchOutOfRangeInsideTheLog(t *testing.T) {
+	src, dst, prod := mirroredTopic(t, "moved", 1, nil)
+	kafkatest.ProduceSync(t, prod, kafkatest.Records("moved", 0, 50, "a")...)
+	var refused atomic.Int32
+	src.AnswerFetches(t, "moved", 0, func(fp kmsg.FetchRequestTopicPartition) *kmsg.FetchResponseTopicPartition {
+		if fp.FetchOffset >= 50 || refused.Add(1) > 1 {
+			return nil
+		}
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.ErrorCode = kerr.OffsetOutOfRange.Code
+		return &rp
+	})
+
+	run := startMirror(t, src, dst, "moved", 1, true)
+	kafkatest.WaitIdentical(t, src, dst, "moved", kafkatest.IdenticalWithin)
+	run.stop(t)
+	if refused.Load() == 0 {
+		t.Fatal("no fetch was answered out of range")
+	}
+}
+
 // A coordinator keeps a transactional id busy a little after its markers land: the mirror's
 // next AddPartitionsToTxn gets CONCURRENT_TRANSACTIONS and is retried in place.
 func TestMirrorRetriesConcurrentTransactions(t *testing.T) {
