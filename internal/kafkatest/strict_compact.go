@@ -49,9 +49,8 @@ import (
 // earliest offset (a request that asks only for that), in fetch answers, for fetches from
 // there, and for a DeleteRecords below kfake's log start, which moves it. A DeleteRecords
 // below the log start succeeds and changes nothing, as on Apache Kafka (kfake refuses it).
-// While it cleans, other readers wait, and what kfake answered is checked against the Cleans
-// begun meanwhile, so none sees a log start kfake moved before the Cleaner kept it (a mirror
-// would copy it to its destination).
+// While it cleans, other readers wait, so none sees a log start kfake moved before the
+// Cleaner kept it (a mirror would copy it to its destination).
 type Cleaner struct {
 	c *Cluster
 
@@ -68,6 +67,8 @@ type Cleaner struct {
 	// worked out yet.
 	cleaning chan struct{}
 	cleans   int // Cleans begun: an answer read across one is read again
+	// compaction is what the control of the Cleaner's compaction request runs (compact).
+	compaction func()
 }
 
 // asCleaner reads kfake's own log, past the Cleaner's controls.
@@ -168,10 +169,8 @@ func (k *Cleaner) Clean(t TB) {
 			}
 		}
 	}
-	adm := kadm.NewClient(k.c.internal)
-	adm.SetTimeoutMillis(cleanerTimeoutMillis) // its DeleteRecords restores kfake's log starts while it cleans
 	names := slices.Sorted(maps.Keys(topics))
-	startsBefore, err := adm.ListStartOffsets(ctx, names...)
+	startsBefore, err := kadm.NewClient(k.c.internal).ListStartOffsets(ctx, names...)
 	if err != nil {
 		t.Fatalf("kafkatest.Cleaner: %v", err)
 		return
@@ -186,38 +185,10 @@ func (k *Cleaner) Clean(t TB) {
 		k.cleaning = nil
 		k.mu.Unlock()
 	}()
-	k.c.fake.Compact()
-	// kfake moves a partition's log start to the base of the first batch it keeps, which
-	// lies below the log start when DeleteRecords had moved it into that batch; Apache
-	// Kafka's log start never moves back.
-	back := kadm.Offsets{}
-	startsAfter := map[cleanedPartition]int64{} // kfake's
-	for topic, m := range topics {
-		for p := range m.leaders {
-			info := k.c.fake.PartitionInfo(topic, p)
-			if info == nil {
-				t.Fatalf("kafkatest.Cleaner: %s/%d is gone", topic, p)
-				return
-			}
-			tp := cleanedPartition{m.id, p}
-			startsAfter[tp] = info.LogStartOffset
-			if b, ok := startsBefore.Lookup(topic, p); ok && info.LogStartOffset < b.Offset {
-				back.Add(kadm.Offset{Topic: topic, Partition: p, At: b.Offset, LeaderEpoch: -1})
-				k.mu.Lock()
-				delete(k.starts, tp) // kfake's log start moves to Apache Kafka's
-				k.mu.Unlock()
-			}
-		}
-	}
-	if len(back) > 0 {
-		res, err := adm.DeleteRecords(ctx, back)
-		if err == nil {
-			err = res.Error()
-		}
-		if err != nil {
-			t.Fatalf("kafkatest.Cleaner: restoring log starts: %v", err)
-			return
-		}
+	startsAfter, err := k.compact(ctx, topics, startsBefore)
+	if err != nil {
+		t.Fatalf("kafkatest.Cleaner: %v", err)
+		return
 	}
 	for topic, m := range topics {
 		for p := range m.leaders {
@@ -266,6 +237,62 @@ func (k *Cleaner) Clean(t TB) {
 			k.mu.Unlock()
 		}
 	}
+}
+
+// compact runs kfake's compaction and moves the log starts it moved back below Apache
+// Kafka's forward again, inside a control of a request of the Cleaner's own (compactReplica):
+// controls run one at a time and kfake answers a request its control let through before it
+// takes the next, so no reader's request is between its control reading the Cleaner's state
+// and kfake's answer meanwhile. kfake's Compact called from outside may run right there (a
+// mirror's DeleteRecords on its destination was refused so, below the log start kfake had
+// just moved). It returns kfake's log starts after compaction.
+func (k *Cleaner) compact(ctx context.Context, topics map[string]topicMeta, startsBefore kadm.ListedOffsets) (map[cleanedPartition]int64, error) {
+	startsAfter := map[cleanedPartition]int64{}
+	node := int32(-1)
+	for _, m := range topics {
+		for _, leader := range m.leaders {
+			node = leader
+		}
+	}
+	if node < 0 { // no compacted topic: no log start for the Cleaner to keep
+		k.c.fake.Compact()
+		return startsAfter, nil
+	}
+	var jobErr error
+	k.mu.Lock()
+	k.compaction = func() {
+		// kfake moves a partition's log start to the base of the first batch it keeps,
+		// which lies below the log start when DeleteRecords had moved it into that batch;
+		// Apache Kafka's log start never moves back.
+		k.c.fake.Compact()
+		for topic, m := range topics {
+			for p := range m.leaders {
+				info := k.c.fake.PartitionInfo(topic, p)
+				if info == nil {
+					jobErr = fmt.Errorf("%s/%d is gone", topic, p)
+					return
+				}
+				tp := cleanedPartition{m.id, p}
+				startsAfter[tp] = info.LogStartOffset
+				if b, ok := startsBefore.Lookup(topic, p); ok && info.LogStartOffset < b.Offset {
+					if err := k.c.fake.DeleteRecords(topic, p, b.Offset); err != nil {
+						jobErr = fmt.Errorf("restoring the log start of %s/%d: %w", topic, p, err)
+						return
+					}
+					k.mu.Lock()
+					delete(k.starts, tp) // kfake's log start moves to Apache Kafka's
+					k.mu.Unlock()
+				}
+			}
+		}
+	}
+	k.mu.Unlock()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = compactReplica
+	if _, err := k.ownRequest(node, req); err != nil {
+		return nil, fmt.Errorf("compacting: %w", err)
+	}
+	return startsAfter, jobErr
 }
 
 func (k *Cleaner) compactedTopics(ctx context.Context) (map[string]topicMeta, error) {
@@ -472,24 +499,42 @@ func (k *Cleaner) topicID(version int16, id [16]byte, name string) [16]byte {
 	return id
 }
 
-// listOffsets answers every request for earliest offsets only (but the Cleaner's own, the
-// debugging replica id, which kfake answers on any broker) with the log starts kept below
-// kfake's. It reads kfake's answer itself, checked against the Cleans as fetches are: a
-// request kfake answered itself could meet a log start a Clean moved after the control let
-// it through and before the Cleaner kept Apache Kafka's (a mirror once aligned its
-// destination to such a log start, which then moved back).
+// listOffsets answers a request for earliest offsets only with the log starts kept below
+// kfake's; every other ListOffsets, and the Cleaner's own (the debugging replica id, which
+// kfake answers on any broker), go to kfake. The Cleaner's compaction request runs its
+// compaction here.
 func (k *Cleaner) listOffsets(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	k.c.fake.KeepControl()
 	req := kreq.(*kmsg.ListOffsetsRequest)
-	if req.ReplicaID == debugReplica {
+	switch req.ReplicaID {
+	case compactReplica:
+		k.mu.Lock()
+		compaction := k.compaction
+		k.compaction = nil
+		k.mu.Unlock()
+		if compaction != nil {
+			compaction()
+		}
+		return req.ResponseKind(), nil, true
+	case debugReplica:
 		return nil, nil, false
 	}
+	k.awaitClean()
+	kept := false
+	k.mu.Lock()
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
 			if rp.Timestamp != earliestOffset {
+				k.mu.Unlock()
 				return nil, nil, false
 			}
+			_, ok := k.starts[cleanedPartition{k.ids[rt.Topic], rp.Partition}]
+			kept = kept || ok
 		}
+	}
+	k.mu.Unlock()
+	if !kept {
+		return nil, nil, false // answered by kfake before any compaction can run (compact)
 	}
 	node := k.c.fake.CurrentNode()
 	var resp *kmsg.ListOffsetsResponse
@@ -517,6 +562,7 @@ func (k *Cleaner) listOffsets(kreq kmsg.Request) (kmsg.Response, error, bool) {
 const (
 	earliestOffset = -2
 	debugReplica   = -2
+	compactReplica = -3 // no client sends it: the Cleaner's compaction request
 )
 
 // listOwn sends req as the debugging replica, which kfake answers on any broker: a broker
@@ -559,94 +605,65 @@ func (k *Cleaner) ownRequest(node int32, req kmsg.Request) (kmsg.Response, error
 	return cl.Broker(int(node)).Request(ctx, req)
 }
 
-// deleteRecords answers a DeleteRecords as Apache Kafka does where kfake differs: one below
-// the log start leaves it and answers NONE with the log start as the low watermark
-// (Partition.deleteRecordsOnLeader only moves it forward; TestKafkaDeleteRecordsBelowTheLogStart),
-// where kfake answers OFFSET_OUT_OF_RANGE; one below kfake's log start moves a log start kept
-// below it. Like a fetch, it is sent again, by the Cleaner itself, when a Clean ran meanwhile:
-// one kfake answered itself could meet a log start a Clean moved after the control let it
-// through (a mirror's DeleteRecords on its destination was refused so).
+// deleteRecords answers a DeleteRecords whose offsets all lie below kfake's log start as
+// Apache Kafka does: one below the log start leaves it and succeeds, with the log start as the
+// low watermark (Partition.deleteRecordsOnLeader only moves it forward;
+// TestKafkaDeleteRecordsBelowTheLogStart), where kfake refuses it OFFSET_OUT_OF_RANGE; one
+// below kfake's log start moves a log start kept below it. A request with any other offset
+// (all of the Cleaner's callers ask for one partition) ends the kept log start at or below it
+// and goes to kfake.
 func (k *Cleaner) deleteRecords(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	k.c.fake.KeepControl()
 	req := kreq.(*kmsg.DeleteRecordsRequest)
-	if req.TimeoutMillis == cleanerTimeoutMillis {
-		return nil, nil, false // the Cleaner's own
-	}
+	k.awaitClean()
 	node := k.c.fake.CurrentNode()
-	var (
-		resp        *kmsg.DeleteRecordsResponse
-		kfakeStarts map[topicPartition]int64 // of the partitions kfake refused as out of range
-	)
-	err := k.consistent(func() (err error) {
-		resp, err = asleep(k.c.fake, "DeleteRecords", func() (*kmsg.DeleteRecordsResponse, error) {
-			own := *req
-			own.TimeoutMillis = cleanerTimeoutMillis
-			kresp, err := k.ownRequest(node, &own)
-			if err != nil {
-				return nil, err
+	infos := map[topicPartition]*kfake.PartitionInfo{} // kfake's, of the partitions led here
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if k.c.fake.LeaderFor(rt.Topic, rp.Partition) == node {
+				infos[topicPartition{rt.Topic, rp.Partition}] = k.c.fake.PartitionInfo(rt.Topic, rp.Partition)
 			}
-			kfakeStarts = map[topicPartition]int64{}
-			r := kresp.(*kmsg.DeleteRecordsResponse)
-			for _, rt := range r.Topics {
-				for _, rp := range rt.Partitions {
-					if rp.ErrorCode != kerr.OffsetOutOfRange.Code {
-						continue
-					}
-					if pi := k.c.fake.PartitionInfo(rt.Topic, rp.Partition); pi != nil {
-						kfakeStarts[topicPartition{rt.Topic, rp.Partition}] = pi.LogStartOffset
-					}
+		}
+	}
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	below := true // every offset of the request lies below kfake's log start
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, rt := range req.Topics {
+		st := kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			tp := cleanedPartition{k.ids[rt.Topic], rp.Partition}
+			ks, kept := k.starts[tp]
+			info := infos[topicPartition{rt.Topic, rp.Partition}]
+			switch {
+			case info == nil || rp.Offset < 0 || rp.Offset >= info.LogStartOffset: // -1: the high watermark
+				if kept && info != nil && (rp.Offset < 0 || rp.Offset <= info.HighWatermark) {
+					delete(k.starts, tp) // kfake moves its log start, past the kept one
 				}
+				below = false
+			case kept:
+				ks.at = max(ks.at, rp.Offset)
+				k.starts[tp] = ks
+				sp.LowWatermark = ks.at
+			default:
+				sp.LowWatermark = info.LogStartOffset
 			}
-			return r, nil
-		})
-		return err
-	}, func() { k.deleted(req, resp, kfakeStarts) })
-	if err != nil {
-		return nil, fmt.Errorf("kafkatest.Cleaner: %w", err), true
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if !below {
+		return nil, nil, false
 	}
 	return resp, nil, true
 }
 
-// cleanerTimeoutMillis marks the Cleaner's own DeleteRecords, which its control lets through
-// to kfake: no other client asks for this timeout.
-const cleanerTimeoutMillis = 29_999
-
 type topicPartition struct {
 	topic     string
 	partition int32
-}
-
-// deleted makes kfake's answer to req, resp, Apache Kafka's, with the log starts kfake had
-// where it refused an offset as out of range (below its log start or past the high
-// watermark). The caller holds k.mu.
-func (k *Cleaner) deleted(req *kmsg.DeleteRecordsRequest, resp *kmsg.DeleteRecordsResponse, kfakeStarts map[topicPartition]int64) {
-	asked := map[topicPartition]int64{}
-	for _, rt := range req.Topics {
-		for _, rp := range rt.Partitions {
-			asked[topicPartition{rt.Topic, rp.Partition}] = rp.Offset
-		}
-	}
-	for i := range resp.Topics {
-		rt := &resp.Topics[i]
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			tp := cleanedPartition{k.ids[rt.Topic], rp.Partition}
-			ks, kept := k.starts[tp]
-			offset := asked[topicPartition{rt.Topic, rp.Partition}]
-			start, refused := kfakeStarts[topicPartition{rt.Topic, rp.Partition}]
-			switch {
-			case rp.ErrorCode == 0 && kept: // at or past kfake's log start, which moved
-				delete(k.starts, tp)
-			case !refused || offset < 0 || offset >= start: // past the high watermark, or another error
-			case kept:
-				ks.at = max(ks.at, offset)
-				k.starts[tp] = ks
-				rp.ErrorCode, rp.LowWatermark = 0, ks.at
-			default:
-				rp.ErrorCode, rp.LowWatermark = 0, start
-			}
-		}
-	}
 }
 
 // restoreMarkers puts the markers from offset from on back among the batches of a fetch
