@@ -61,7 +61,7 @@ type Cleaner struct {
 	ids     map[string][16]byte                      // compacted topics' ids, for fetches by name
 	clients map[int16][]*kgo.Client                  // the Cleaner's own fetches, idle ones by version
 	all     []*kgo.Client                            // every one of them, to close
-	own     *kgo.Client                              // the Cleaner's own ListOffsets and DeleteRecords
+	own     *kgo.Client                              // the Cleaner's own ListOffsets and compaction request
 	// cleaning is closed when the Clean under way is done; nil between Cleans. Meanwhile
 	// other readers wait: kfake's log starts may have moved and the kept ones are not
 	// worked out yet.
@@ -243,9 +243,10 @@ func (k *Cleaner) Clean(t TB) {
 // Kafka's forward again, inside a control of a request of the Cleaner's own (compactReplica):
 // controls run one at a time and kfake answers a request its control let through before it
 // takes the next, so no reader's request is between its control reading the Cleaner's state
-// and kfake's answer meanwhile. kfake's Compact called from outside may run right there (a
-// mirror's DeleteRecords on its destination was refused so, below the log start kfake had
-// just moved). It returns kfake's log starts after compaction.
+// and kfake's answer meanwhile. kfake's Compact called from outside may run right there: a
+// mirror's DeleteRecords on its destination could be refused below the log start kfake had
+// just moved (the likeliest cause of TestMirrorRandomized/seed-490217699 failing in CI once).
+// It returns kfake's log starts after compaction.
 func (k *Cleaner) compact(ctx context.Context, topics map[string]topicMeta, startsBefore kadm.ListedOffsets) (map[cleanedPartition]int64, error) {
 	startsAfter := map[cleanedPartition]int64{}
 	node := int32(-1)
@@ -610,8 +611,8 @@ func (k *Cleaner) ownRequest(node int32, req kmsg.Request) (kmsg.Response, error
 // low watermark (Partition.deleteRecordsOnLeader only moves it forward;
 // TestKafkaDeleteRecordsBelowTheLogStart), where kfake refuses it OFFSET_OUT_OF_RANGE; one
 // below kfake's log start moves a log start kept below it. A request with any other offset
-// (all of the Cleaner's callers ask for one partition) ends the kept log start at or below it
-// and goes to kfake.
+// ends the kept log start at or below it and goes to kfake whole (every caller here asks for
+// one partition at a time).
 func (k *Cleaner) deleteRecords(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	k.c.fake.KeepControl()
 	req := kreq.(*kmsg.DeleteRecordsRequest)
