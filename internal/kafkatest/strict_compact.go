@@ -621,8 +621,8 @@ func (k *Cleaner) deleteRecords(kreq kmsg.Request) (kmsg.Response, error, bool) 
 	infos := map[topicPartition]*kfake.PartitionInfo{} // kfake's, of the partitions led here
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			if k.c.fake.LeaderFor(rt.Topic, rp.Partition) == node {
-				infos[topicPartition{rt.Topic, rp.Partition}] = k.c.fake.PartitionInfo(rt.Topic, rp.Partition)
+			if info := k.c.fake.PartitionInfo(rt.Topic, rp.Partition); info != nil && info.Leader == node {
+				infos[topicPartition{rt.Topic, rp.Partition}] = info
 			}
 		}
 	}
