@@ -348,6 +348,19 @@ func mibPerSecond(payload int64, t copyTimes) float64 {
 	return float64(payload) / (1 << 20) / t.last.Sub(t.first).Seconds()
 }
 
+// throughputRounds measures throughput -rounds times, each time in a round of its own, so
+// each ratio pairs figures of one round: the machine's speed drifts more between rounds than
+// within one.
+func (b *bench) throughputRounds(res *result) {
+	for i := range b.o.rounds {
+		if i > 0 {
+			res.nextRound()
+			log.Printf("%s: throughput round %d of %d", b.kind, i+1, b.o.rounds)
+		}
+		b.throughput(res)
+	}
+}
+
 // throughput writes the same load uncompressed and with zstd and copies each with the
 // worker, raw produces of its batches, a consumer+producer copier and MirrorMaker 2.
 func (b *bench) throughput(res *result) {
@@ -356,6 +369,9 @@ func (b *bench) throughput(res *result) {
 		codec kgo.CompressionCodec
 	}{{"zstd", kgo.ZstdCompression()}, {"none", kgo.NoCompression()}} {
 		topic := "load-" + codec.name
+		if r := res.round(); r > 0 {
+			topic += fmt.Sprintf(".round%d", r+1)
+		}
 		payload := b.writeLoad(topic, codec.codec, b.o.partitions, b.o.partitions)
 		want := b.endOffsets(b.src, topic)
 		batches := b.fetchRaw(topic, want)

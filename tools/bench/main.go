@@ -5,6 +5,7 @@
 //
 //	go run ./tools/bench                      # both cluster kinds, small defaults (a few minutes)
 //	go run ./tools/bench -clusters kfake -mib 256 -idle-partitions 1000
+//	go run ./tools/bench -only throughput -rounds 3 # medians and ranges over three rounds
 //
 // Throughput is the source's record payload (uncompressed MiB) divided by the time from the
 // first offset seen on the destination to the last, so start-up (topic creation, MirrorMaker's
@@ -18,6 +19,8 @@ import (
 	"io"
 	"log"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -48,6 +51,7 @@ type options struct {
 	workerLog      string
 	workerLevel    string
 	fetchMemory    int64
+	rounds         int
 }
 
 func main() {
@@ -79,6 +83,7 @@ func main() {
 	flag.StringVar(&o.workerLog, "worker-log", "", "file that receives the worker's output of each cluster kind (suffixed with the kind)")
 	flag.StringVar(&o.workerLevel, "worker-log-level", "warn", "the worker's log level (info or debug show where a start spends its time)")
 	flag.Int64Var(&o.fetchMemory, "fetch-memory-bytes", 0, "the worker's fetch_memory_bytes (0: its default)")
+	flag.IntVar(&o.rounds, "rounds", 1, "times the throughput measurement runs, each round every method in turn; its rows show the median of the rounds and their range")
 	flag.Parse()
 	if only != "" {
 		o.only = map[string]bool{}
@@ -89,6 +94,9 @@ func main() {
 	o.clusters = strings.Split(clusters, ",")
 	if o.kafkaBrokers < 1 {
 		log.Fatalf("-kafka-brokers must be at least 1, not %d", o.kafkaBrokers)
+	}
+	if o.rounds < 1 {
+		log.Fatalf("-rounds must be at least 1, not %d", o.rounds)
 	}
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 
@@ -104,20 +112,28 @@ func main() {
 	printTables(os.Stdout, results)
 }
 
-// result is every figure of one cluster kind; a measurement that could not be made keeps
-// its reason in errs.
+// result is every figure of one cluster kind, by round: a measurement repeated (-rounds)
+// writes the same keys into a round of its own, and a row is computed from each round that
+// has its figures, so a ratio pairs figures of one round. A measurement that could not be
+// made keeps its reason in errs.
 type result struct {
-	kind    string
-	figures map[string]float64
-	errs    map[string]string
+	kind   string
+	rounds []map[string]float64
+	errs   map[string]string
 }
 
-func (r *result) set(key string, v float64) { r.figures[key] = v }
+func (r *result) set(key string, v float64) { r.rounds[len(r.rounds)-1][key] = v }
+
+// nextRound makes the figures set from now on those of a new round.
+func (r *result) nextRound() { r.rounds = append(r.rounds, map[string]float64{}) }
+
+// round is the number of the round being measured, from 0.
+func (r *result) round() int { return len(r.rounds) - 1 }
 
 // measureOn runs every measurement on one cluster kind. Each measurement recovers on its
 // own, so that one failure (a FAILED partition, a wait that ran out) leaves the others.
 func measureOn(kind, bin string, o options) *result {
-	res := &result{kind: kind, figures: map[string]float64{}, errs: map[string]string{}}
+	res := &result{kind: kind, rounds: []map[string]float64{{}}, errs: map[string]string{}}
 	r := &runner{}
 	defer r.close()
 	ok := r.try(func() {
@@ -127,7 +143,7 @@ func measureOn(kind, bin string, o options) *result {
 			run  func(*result)
 		}{
 			{"memory", b.memoryPerPartition}, // first: on a fresh worker
-			{"throughput", b.throughput},
+			{"throughput", b.throughputRounds},
 			{"head", b.headAlignment},
 			{"busy", b.busyBesideIdle},
 			{"skewed", b.skewed},
@@ -157,48 +173,89 @@ type row struct {
 	name  string
 	goal  string
 	group string // the measurement whose failure explains a missing value
-	value func(f map[string]float64) (string, bool)
+	figure
 }
 
-func ratio(a, b string) func(map[string]float64) (string, bool) {
-	return func(f map[string]float64) (string, bool) {
-		x, ok1 := f[a]
-		y, ok2 := f[b]
-		if !ok1 || !ok2 || y == 0 {
-			return "", false
-		}
-		return fmt.Sprintf("%.2f", x/y), true
-	}
+// figure is what a row shows: values computed from one round's figures, and the format
+// that prints them (one %.Nf verb per value).
+type figure struct {
+	format string
+	values func(f map[string]float64) ([]float64, bool)
 }
+
+func ratio(a, b string) figure { return ratios(a, b) }
 
 // ratios prints several ratios, a / b of each pair of keys, separated by slashes.
-func ratios(keys ...string) func(map[string]float64) (string, bool) {
-	return func(f map[string]float64) (string, bool) {
-		var out []string
+func ratios(keys ...string) figure {
+	return figure{strings.Repeat(" / %.2f", len(keys)/2)[3:], func(f map[string]float64) ([]float64, bool) {
+		var vs []float64
 		for i := 0; i+1 < len(keys); i += 2 {
-			r, ok := ratio(keys[i], keys[i+1])(f)
-			if !ok {
-				return "", false
+			x, ok1 := f[keys[i]]
+			y, ok2 := f[keys[i+1]]
+			if !ok1 || !ok2 || y == 0 {
+				return nil, false
 			}
-			out = append(out, r)
+			vs = append(vs, x/y)
 		}
-		return strings.Join(out, " / "), true
-	}
+		return vs, true
+	}}
 }
 
 // formatted prints the figures keys with format, when all of them were measured.
-func formatted(format string, keys ...string) func(map[string]float64) (string, bool) {
-	return func(f map[string]float64) (string, bool) {
-		var vs []any
+func formatted(format string, keys ...string) figure {
+	return figure{format, func(f map[string]float64) ([]float64, bool) {
+		var vs []float64
 		for _, k := range keys {
 			v, ok := f[k]
 			if !ok {
-				return "", false
+				return nil, false
 			}
 			vs = append(vs, v)
 		}
-		return fmt.Sprintf(format, vs...), true
+		return vs, true
+	}}
+}
+
+// verb is a format's verb for one value.
+var verb = regexp.MustCompile(`%\.\d+f`)
+
+// show prints the values of the rounds that have them: as they are from one round; from
+// several, each value as the median of the rounds with their range, "median (min–max)".
+func (fg figure) show(rounds []map[string]float64) (string, bool) {
+	var each [][]float64
+	for _, f := range rounds {
+		if vs, ok := fg.values(f); ok {
+			each = append(each, vs)
+		}
 	}
+	switch len(each) {
+	case 0:
+		return "", false
+	case 1:
+		return fmt.Sprintf(fg.format, anys(each[0])...), true
+	}
+	i := 0
+	return verb.ReplaceAllStringFunc(fg.format, func(v string) string {
+		vs := make([]float64, len(each))
+		for r := range each {
+			vs[r] = each[r][i]
+		}
+		i++
+		slices.Sort(vs)
+		med := vs[len(vs)/2]
+		if len(vs)%2 == 0 {
+			med = (vs[len(vs)/2-1] + med) / 2
+		}
+		return fmt.Sprintf(v+" ("+v+"–"+v+")", med, vs[0], vs[len(vs)-1])
+	}), true
+}
+
+func anys(vs []float64) []any {
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
 }
 
 var ratioRows = []row{
@@ -280,7 +337,7 @@ func printTables(w io.Writer, results []*result) {
 		for _, rw := range table.rows {
 			line := rw.name
 			for _, r := range results {
-				v, ok := rw.value(r.figures)
+				v, ok := rw.show(r.rounds)
 				if !ok {
 					v = "n/a"
 					if r.errs[rw.group] != "" || r.errs["setup"] != "" {
