@@ -397,9 +397,9 @@ func (b *bench) throughput(res *result) {
 		log.Printf("%s: mirror %s", b.kind, topic)
 		pid := b.worker.Cmd.Process.Pid
 		b.r.check(resetPeakRSS(pid), "resetting the worker's peak memory")
-		cpu0 := b.workerCPU()
 		produces0, batches0 := b.workerSum("kafkamirror_destination_produces_total"), b.workerSum("kafkamirror_destination_produce_partitions_total")
 		fetches0, fetched0 := b.workerSum("kafkamirror_source_fetches_total"), b.workerSum("kafkamirror_source_fetch_bytes_total")
+		cpu0 := b.workerCPU() // after the scrapes of /metrics, whose CPU grows with the partitions the worker holds
 		failed := b.startMirror(topic)
 		t := b.watchCopy(topic, want, failed)
 		worker, src, dst := t.cpuPerMiB(payload)
