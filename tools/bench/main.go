@@ -183,11 +183,13 @@ type figure struct {
 	values func(f map[string]float64) ([]float64, bool)
 }
 
+// ratio prints a / b.
 func ratio(a, b string) figure { return ratios(a, b) }
 
 // ratios prints several ratios, a / b of each pair of keys, separated by slashes.
 func ratios(keys ...string) figure {
-	return figure{strings.Repeat(" / %.2f", len(keys)/2)[3:], func(f map[string]float64) ([]float64, bool) {
+	format := strings.Repeat(" / %.2f", len(keys)/2)[len(" / "):]
+	return figure{format, func(f map[string]float64) ([]float64, bool) {
 		var vs []float64
 		for i := 0; i+1 < len(keys); i += 2 {
 			x, ok1 := f[keys[i]]
