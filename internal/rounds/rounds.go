@@ -14,6 +14,10 @@ import (
 type Rounds[K comparable, R any] struct {
 	Run   func(keys []K) R
 	Spawn func(func()) // runs the rounds' loop in a goroutine
+	// Gather, if set, is waited for before a round that its first asker began from idle:
+	// askers released together by another round (the stage before this one) arrive a moment
+	// apart, and would otherwise split into a round for the first and one for the rest.
+	Gather func()
 
 	mu      sync.Mutex
 	next    *round[K, R] // gathering keys
@@ -49,6 +53,9 @@ func (rs *Rounds[K, R]) Ask(ctx context.Context, k K) (R, error) {
 }
 
 func (rs *Rounds[K, R]) loop() {
+	if rs.Gather != nil {
+		rs.Gather()
+	}
 	for {
 		rs.mu.Lock()
 		r := rs.next

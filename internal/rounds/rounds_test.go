@@ -78,3 +78,51 @@ func TestPrepareRoundsAnswerEveryAskerOnce(t *testing.T) {
 		t.Fatalf("rounds %v; want two, the second for the 99 partitions that waited", runs)
 	}
 }
+
+// A round its first asker begins from idle waits for Gather: the askers that arrive
+// meanwhile, a moment behind the first, share that round with it instead of the next.
+func TestGatherHoldsTheFirstRoundForAskersAMomentBehind(t *testing.T) {
+	gathered := make(chan struct{})
+	var mu sync.Mutex
+	var runs [][]int32
+	rs := &Rounds[int32, []int32]{
+		Run: func(ps []int32) []int32 {
+			mu.Lock()
+			runs = append(runs, ps)
+			mu.Unlock()
+			return ps
+		},
+		Spawn:  func(f func()) { go f() },
+		Gather: func() { <-gathered },
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for p := range int32(10) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got, err := rs.Ask(ctx, p); err != nil || !slices.Contains(got, p) {
+				t.Errorf("partition %d answered by the round of %v (%v)", p, got, err)
+			}
+		}()
+	}
+	for n := 0; n < 10; {
+		if ctx.Err() != nil {
+			t.Fatalf("%d of 10 askers in the gathering round", n)
+		}
+		time.Sleep(time.Millisecond)
+		rs.mu.Lock()
+		if rs.next != nil {
+			n = len(rs.next.keys)
+		}
+		rs.mu.Unlock()
+	}
+	close(gathered)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(runs) != 1 {
+		t.Fatalf("rounds %v; want one for the ten askers", runs)
+	}
+}
