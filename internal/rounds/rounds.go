@@ -9,8 +9,9 @@ import (
 )
 
 // Rounds answers requests for keys in rounds: a round begins when the one before it ended
-// and answers every key asked meanwhile, so that each answer was read after it was asked,
-// and many askers at once cost one round, not one each.
+// (or, begun from idle, once Gather returns) and answers every key asked meanwhile, so
+// that each answer was read after it was asked, and many askers at once cost one round,
+// not one each.
 type Rounds[K comparable, R any] struct {
 	Run   func(keys []K) R
 	Spawn func(func()) // runs the rounds' loop in a goroutine

@@ -92,9 +92,10 @@ func TestGatherHoldsTheFirstRoundForAskersAMomentBehind(t *testing.T) {
 		Spawn:  func(f func()) { go f() },
 		Gather: func() { <-gathered },
 	}
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel: no asker outlives the test
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
 	for p := range int32(10) {
 		wg.Add(1)
 		go func() {
